@@ -18,7 +18,9 @@ type Optimizer struct {
 func SGD(lr float64) Optimizer { return Optimizer{Kind: "sgd", LR: lr} }
 
 // Adam is Kingma & Ba's optimizer with PyTorch's default β and ε.
-func Adam(lr float64) Optimizer { return Optimizer{Kind: "adam", LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
+func Adam(lr float64) Optimizer {
+	return Optimizer{Kind: "adam", LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+}
 
 // ErrNotTrainable is returned when a graph cannot become a training step.
 var ErrNotTrainable = errors.New("graph is not trainable")

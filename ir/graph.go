@@ -216,25 +216,30 @@ func (g *Graph) Check() error {
 
 // infer runs shape inference for op against the graph's current tensors.
 func (g *Graph) infer(op *Op) ([]OutSpec, error) {
+	specs, err := g.inferRaw(op)
+	if err != nil {
+		return nil, fmt.Errorf("op %q (%s): %w", op.Name, op.Kind, err)
+	}
+	return specs, nil
+}
+
+// inferRaw is infer without naming the op in errors.
+func (g *Graph) inferRaw(op *Op) ([]OutSpec, error) {
 	def, ok := lookup(op.Kind)
 	if !ok {
-		return nil, fmt.Errorf("op %q: unknown kind %q", op.Name, op.Kind)
+		return nil, fmt.Errorf("unknown kind %q", op.Kind)
 	}
 	if def.inputs >= 0 && len(op.Inputs) != def.inputs {
-		return nil, fmt.Errorf("op %q (%s) takes %d inputs, got %d", op.Name, op.Kind, def.inputs, len(op.Inputs))
+		return nil, fmt.Errorf("takes %d inputs, got %d", def.inputs, len(op.Inputs))
 	}
 	if def.inputs < 0 && len(op.Inputs) < -def.inputs {
-		return nil, fmt.Errorf("op %q (%s) takes at least %d inputs, got %d", op.Name, op.Kind, -def.inputs, len(op.Inputs))
+		return nil, fmt.Errorf("takes at least %d inputs, got %d", -def.inputs, len(op.Inputs))
 	}
 	in := make([]*Tensor, len(op.Inputs))
 	for i, id := range op.Inputs {
 		in[i] = &g.Tensors[id]
 	}
-	specs, err := def.infer(&op.Attrs, in)
-	if err != nil {
-		return nil, fmt.Errorf("op %q (%s): %w", op.Name, op.Kind, err)
-	}
-	return specs, nil
+	return def.infer(&op.Attrs, in)
 }
 
 // Work returns the forward and backward work of a forward op, for the cost

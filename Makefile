@@ -1,0 +1,40 @@
+# hap — see README.md. `make demo` and `make test` work on a fresh Debian
+# machine with Go: they install the solver libraries first (scripts/setup-deps.sh).
+GO       ?= go
+FUZZTIME ?= 10s
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all setup build test unit lint fuzz demo bench clean
+
+all: build
+
+setup:
+	@scripts/setup-deps.sh
+
+build: setup
+	$(GO) build -o bin/hap ./cmd/hap
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit: setup
+	$(GO) test ./...
+
+fuzz: setup
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# All tests: formatting and vet, unit tests, bounded fuzzing of every parser.
+test: setup lint unit fuzz
+
+# The main job on a built-in default.
+demo: build
+	./bin/hap models
+	./bin/hap train --model bert-base-tiny --steps 20
+
+bench: build
+	$(GO) test -run '^$$' -bench . ./...
+
+clean:
+	rm -rf bin

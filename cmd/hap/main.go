@@ -1,0 +1,126 @@
+// Command hap plans, explains, simulates, verifies and runs SPMD training
+// programs for heterogeneous GPU clusters. See the README and `hap help`.
+//
+// cmd/hap owns the command line only: flag parsing, reading inputs, and
+// printing results. Everything it does is a call into the packages below it.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// command is one `hap` subcommand.
+type command struct {
+	name    string
+	usage   string // argument synopsis after the name
+	summary string
+	run     func(env *env, args []string) error
+}
+
+// env is what a command reads and writes; tests substitute buffers.
+type env struct {
+	stdout, stderr io.Writer
+	// progress reports whether stderr is a terminal worth drawing progress on.
+	progress bool
+}
+
+// errUsage marks a command-line mistake: exit status 2.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func commands() []command {
+	return []command{
+		{"models", "[--json] | models export NAME [--batch N] -o FILE", "list the model zoo, or export a model as graph JSON", runModels},
+		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
+		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
+	}
+}
+
+func main() {
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, progress: isTerminal(os.Stderr)}
+	os.Exit(dispatch(e, os.Args[1:]))
+}
+
+// dispatch runs one command line and returns the exit status: 0 success,
+// 1 failure, 2 usage error. Errors are printed as one line on stderr.
+func dispatch(e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printHelp(e.stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(e, args[1:])
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, pflag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(e.stderr, "hap %s: %s\n", c.name, oneLine(strings.TrimPrefix(err.Error(), "usage: ")))
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "hap %s: %s\n", c.name, oneLine(err.Error()))
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "hap: unknown command %q (run 'hap help')\n", args[0])
+	return 2
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "hap synthesizes SPMD distributed training programs for heterogeneous GPU clusters.")
+	fmt.Fprintln(w, "\nUsage: hap COMMAND [flags]   (hap COMMAND --help for its flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+}
+
+// flags makes a flag set that reports errors instead of exiting and prints
+// its help to stdout on --help.
+func flags(e *env, name, usage string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stdout, "Usage: hap %s %s\n\nFlags:\n", name, usage)
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parse parses args, turning flag errors into usage errors and --help into
+// printed help.
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fs.Usage()
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

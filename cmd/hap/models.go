@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"hap/ir"
+	"hap/models"
+)
+
+func runModels(e *env, args []string) error {
+	if len(args) > 0 && args[0] == "export" {
+		return runModelsExport(e, args[1:])
+	}
+	fs := flags(e, "models", "[--json]")
+	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q (did you mean 'hap models export %s'?)", fs.Arg(0), fs.Arg(0))
+	}
+	var rows []models.Summary
+	for _, n := range models.Names() {
+		cfg, _ := models.Lookup(n)
+		s, err := models.Summarize(cfg)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, s)
+	}
+	if *asJSON {
+		return writeJSON(e, rows)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tarch\tparams\tGFLOPs/sample fwd\tfwd+bwd\tbatch\tops\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%.4g\t%d\t%d\t\n", r.Name, r.Arch, humanCount(r.Params), r.FLOPsPerSample/1e9, r.TrainFLOPs/1e9, r.Batch, r.Ops)
+	}
+	return tw.Flush()
+}
+
+func runModelsExport(e *env, args []string) error {
+	fs := flags(e, "models export", "NAME [--batch N] [--experts E] -o FILE")
+	batch := fs.Int("batch", 0, "global batch (default: the model's)")
+	experts := fs.Int("experts", 0, "MoE experts (default: the model's)")
+	out := fs.StringP("output", "o", "", "output file ('-' for stdout)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErr("want exactly one model name, got %d", fs.NArg())
+	}
+	if *out == "" {
+		return usageErr("missing -o FILE")
+	}
+	if *batch < 0 || *experts < 0 {
+		return usageErr("--batch and --experts must be positive")
+	}
+	if _, err := models.Lookup(fs.Arg(0)); err != nil {
+		return usageErr("%v", err)
+	}
+	g, err := models.Load(fs.Arg(0), models.Options{Batch: *batch, Experts: *experts})
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		return ir.EncodeJSON(e.stdout, g)
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := ir.EncodeJSON(f, g); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "wrote %s (%d ops, %s params)\n", *out, len(g.Ops), humanCount(g.ParamCount()))
+	return nil
+}
+
+func writeJSON(e *env, v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

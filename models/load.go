@@ -1,0 +1,48 @@
+package models
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"hap/ir"
+)
+
+// Options adjust a zoo model when it is loaded; zero fields keep the
+// configuration's values.
+type Options struct {
+	Batch   int      // global batch
+	Experts int      // MoE experts (the paper uses 2 × devices)
+	DType   ir.DType // float type of parameters and activations
+}
+
+// Load returns the forward graph for spec: a zoo name (see Names) or the
+// path of a graph JSON file. Options other than DType cannot be applied to
+// a file, whose shapes are fixed.
+func Load(spec string, opt Options) (*ir.Graph, error) {
+	if cfg, err := Lookup(spec); err == nil {
+		if opt.Batch > 0 {
+			cfg.Batch = opt.Batch
+		}
+		if opt.Experts > 0 && cfg.Arch == ArchBERTMoE {
+			cfg.Experts = opt.Experts
+		}
+		cfg.DType = opt.DType
+		return Build(cfg)
+	}
+	data, err := os.ReadFile(spec)
+	if err != nil {
+		if os.IsNotExist(err) && !strings.ContainsAny(spec, "/.") {
+			return nil, fmt.Errorf("unknown model %q: not a zoo model (%s) and no such file", spec, strings.Join(Names(), ", "))
+		}
+		return nil, fmt.Errorf("model %s: %w", spec, err)
+	}
+	g, err := ir.DecodeJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	if opt.Batch > 0 {
+		return nil, fmt.Errorf("%s: --batch applies to zoo models only; a graph file fixes its shapes", spec)
+	}
+	return g, nil
+}
