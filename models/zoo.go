@@ -23,24 +23,24 @@ const (
 
 // Config is a model's shape. Fields a family does not use stay zero.
 type Config struct {
-	Name    string  `json:"name"`
-	Arch    Arch    `json:"arch"`
-	Batch   int     `json:"batch"`             // samples per step (global batch)
-	Layers  int     `json:"layers"`            // transformer blocks / MLP hidden layers
-	Hidden  int     `json:"hidden,omitempty"`  // model width d
-	Heads   int     `json:"heads,omitempty"`   // attention heads
-	FFN     int     `json:"ffn,omitempty"`     // feed-forward width
-	Seq     int     `json:"seq,omitempty"`     // tokens per sample (text models)
-	MaxPos  int     `json:"max_pos,omitempty"` // position-table rows (GPT-2: 1024)
-	Vocab   int     `json:"vocab,omitempty"`   // vocabulary (text models)
-	Classes int     `json:"classes,omitempty"` // output classes (vision, MLP)
-	Image   int     `json:"image,omitempty"`   // square image side
-	Patch   int     `json:"patch,omitempty"`   // ViT patch side
-	Input   int     `json:"input,omitempty"`   // MLP input features
-	Widths  []int   `json:"widths,omitempty"`  // VGG conv widths; 0 marks a max-pool
-	Pool    int     `json:"pool,omitempty"`    // VGG adaptive pool side
-	FC      int     `json:"fc,omitempty"`      // VGG classifier width
-	Experts int     `json:"experts,omitempty"` // MoE experts (2 × devices in the paper)
+	Name    string `json:"name"`
+	Arch    Arch   `json:"arch"`
+	Batch   int    `json:"batch"`             // samples per step (global batch)
+	Layers  int    `json:"layers"`            // transformer blocks / MLP hidden layers
+	Hidden  int    `json:"hidden,omitempty"`  // model width d
+	Heads   int    `json:"heads,omitempty"`   // attention heads
+	FFN     int    `json:"ffn,omitempty"`     // feed-forward width
+	Seq     int    `json:"seq,omitempty"`     // tokens per sample (text models)
+	MaxPos  int    `json:"max_pos,omitempty"` // position-table rows (GPT-2: 1024)
+	Vocab   int    `json:"vocab,omitempty"`   // vocabulary (text models)
+	Classes int    `json:"classes,omitempty"` // output classes (vision, MLP)
+	Image   int    `json:"image,omitempty"`   // square image side
+	Patch   int    `json:"patch,omitempty"`   // ViT patch side
+	Input   int    `json:"input,omitempty"`   // MLP input features
+	Widths  []int  `json:"widths,omitempty"`  // VGG conv widths; 0 marks a max-pool
+	Pool    int    `json:"pool,omitempty"`    // VGG adaptive pool side
+	FC      int    `json:"fc,omitempty"`      // VGG classifier width
+	Experts int    `json:"experts,omitempty"` // MoE experts (2 × devices in the paper)
 	// CapacityFactor scales expert capacity: C = ⌈CapacityFactor·2·tokens/experts⌉
 	// (the paper's "1.25 × 2": factor 1.25 times top-2).
 	CapacityFactor float64  `json:"capacity_factor,omitempty"`

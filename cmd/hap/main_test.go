@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = dispatch(&env{stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func TestModelsJSONListsTheZoo(t *testing.T) {
+	code, out, errs := runCLI("models", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []struct {
+		Name   string  `json:"name"`
+		Params int64   `json:"params"`
+		FLOPs  float64 `json:"flops_per_sample"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range rows {
+		got[r.Name] = r.Params
+		if r.FLOPs <= 0 {
+			t.Errorf("%s: FLOPs per sample %v", r.Name, r.FLOPs)
+		}
+	}
+	for _, n := range []string{"mlp", "vgg19", "vit", "bert-base", "bert-moe", "gpt2", "mlp-tiny", "vgg19-tiny", "vit-tiny", "bert-base-tiny", "bert-moe-tiny", "gpt2-tiny"} {
+		if got[n] == 0 {
+			t.Errorf("zoo lacks %s", n)
+		}
+	}
+}
+
+func TestExportThenTrainFromFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "m.json")
+	if code, _, errs := runCLI("models", "export", "mlp-tiny", "--batch", "4", "-o", f); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errs)
+	}
+	code, out, errs := runCLI("train", "--model", f, "--steps", "3", "--json")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errs)
+	}
+	var rows []struct{ Loss float64 }
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("rows %q: %v", out, err)
+	}
+}
+
+// Bad input: one line on stderr, non-zero exit, never a panic.
+func TestBadInputGetsOneClearLine(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.json")
+	os.WriteFile(broken, []byte(`{"format":"hap.graph","version":1,"name":"x","tensors":[{"name":"x","kind":"input","dtype":"float32","shape":[2,-1]}],"ops":[]}`), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"models", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"models", "export", "vit"}, 2, "missing -o FILE"},
+		{[]string{"models", "export", "nope", "-o", "x"}, 2, `unknown model "nope"`},
+		{[]string{"models", "export", "vit", "-o", filepath.Join(dir, "no", "such", "dir.json")}, 1, "no such file or directory"},
+		{[]string{"train"}, 2, "missing --model"},
+		{[]string{"train", "--model", "mlp-tiny", "--steps", "0"}, 2, "--steps"},
+		{[]string{"train", "--model", "mlp-tiny", "--dtype", "int64"}, 2, "--dtype"},
+		{[]string{"train", "--model", "nope"}, 1, `unknown model "nope"`},
+		{[]string{"train", "--model", broken}, 1, `tensors[0] ("x"): field "shape"`},
+		{[]string{"train", "--model", broken, "--batch", "3"}, 1, "broken.json"},
+	}
+	for _, c := range cases {
+		code, _, errs := runCLI(c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", c.args, code, c.code, errs)
+		}
+		if strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errs, c.want)
+		}
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{}, {"help"}, {"models", "--help"}, {"train", "--help"}} {
+		if code, out, _ := runCLI(args...); code != 0 || out == "" {
+			t.Errorf("%v: exit %d, output %q", args, code, out)
+		}
+	}
+}
