@@ -62,9 +62,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 	case ir.OpLayerNormGrad:
 		layerNormGrad(a.Eps, in[0], in[1], in[2], out[0], out[1], out[2])
 	case ir.OpEmbedding:
-		return embedding(in[0], in[1], out[0])
+		return embedding(a, in[0], in[1], out[0])
 	case ir.OpEmbeddingGrad:
-		return embeddingGrad(in[0], in[1], out[0])
+		return embeddingGrad(a, in[0], in[1], out[0])
 	case ir.OpReshape:
 		copy(out[0].Data, in[0].Data)
 		copy(out[0].Ints, in[0].Ints)
@@ -120,6 +120,15 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		return top2GateGrad(a, in[0], in[1], out[0])
 	case ir.OpEinsum:
 		return einsum(a, in[0], in[1], out[0])
+	case ir.OpReplicate:
+		copy(out[0].Data, in[0].Data)
+	case ir.OpDynamicSlice:
+		sliceAxis(a.Axis, sumInts(a.Sizes[:a.Rank]), in[0], out[0])
+	case ir.OpAllGather, ir.OpReduceScatter, ir.OpAllReduce, ir.OpAllToAll:
+		if ctx == nil || ctx.Comm == nil {
+			return fmt.Errorf("collective %s outside a device group", op.Kind)
+		}
+		return collective(ctx.Comm, op, in[0], out[0])
 	default:
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)
 	}
@@ -255,6 +264,14 @@ func reduceSum[F Float](axes []int, x, y *Tensor[F]) {
 	}
 }
 
+func sumInts(s []int) int {
+	t := 0
+	for _, v := range s {
+		t += v
+	}
+	return t
+}
+
 func containsInt(s []int, v int) bool {
 	for _, x := range s {
 		if x == v {
@@ -277,12 +294,15 @@ func DropoutKeep(seed uint64, i int, rate float64) bool {
 	return u >= rate
 }
 
-func dropout[F Float](ctx *Ctx, op *ir.Op, x, y *Tensor[F]) {
+// dropout draws its mask from each element's index in the single-device
+// tensor: a shard (Attrs.Offset within the global Attrs.Shape) drops exactly
+// the elements the unsharded op drops.
+func dropout[F Float](_ *Ctx, op *ir.Op, x, y *Tensor[F]) {
 	rate, seed := op.Attrs.Rate, op.Attrs.Seed
 	scale := F(1 / (1 - rate))
 	global := func(i int) int { return i }
-	if ctx != nil && ctx.Offset != nil {
-		off, gs := ctx.Offset(op), ctx.Global(op)
+	if len(op.Attrs.Offset) > 0 {
+		off, gs := op.Attrs.Offset, ir.Shape(op.Attrs.Shape)
 		ls, gst := x.Shape.Strides(), gs.Strides()
 		global = func(i int) int {
 			g := 0
@@ -401,9 +421,26 @@ func layerNormGrad[F Float](eps float64, x, g, dy, dx, dg, db *Tensor[F]) {
 	}
 }
 
-func embedding[F Float](ids, tab, y *Tensor[F]) error {
+// localRow maps a vocabulary id to a row of this table: the id itself, or
+// for a vocabulary shard (Partial) the id minus the shard's first row, with
+// ok false for ids another device holds.
+func localRow(a *ir.Attrs, id int64, v int) (row int, ok bool) {
+	if !a.Partial {
+		return int(id), true
+	}
+	r := int(id) - a.Offset[0]
+	return r, r >= 0 && r < v
+}
+
+func embedding[F Float](a *ir.Attrs, ids, tab, y *Tensor[F]) error {
 	v, d := tab.Shape[0], tab.Shape[1]
 	for i, id := range ids.Ints {
+		if a.Partial {
+			if r, ok := localRow(a, id, v); ok {
+				copy(y.Data[i*d:(i+1)*d], tab.Data[r*d:(r+1)*d])
+			}
+			continue
+		}
 		if id < 0 || int(id) >= v {
 			return fmt.Errorf("embedding id %d at position %d outside vocabulary [0,%d)", id, i, v)
 		}
@@ -412,13 +449,17 @@ func embedding[F Float](ids, tab, y *Tensor[F]) error {
 	return nil
 }
 
-func embeddingGrad[F Float](ids, dy, dt *Tensor[F]) error {
+func embeddingGrad[F Float](a *ir.Attrs, ids, dy, dt *Tensor[F]) error {
 	v, d := dt.Shape[0], dt.Shape[1]
 	for i, id := range ids.Ints {
-		if id < 0 || int(id) >= v {
+		r, ok := localRow(a, id, v)
+		if !ok {
+			continue
+		}
+		if r < 0 || r >= v {
 			return fmt.Errorf("embedding id %d at position %d outside vocabulary [0,%d)", id, i, v)
 		}
-		row := dt.Data[int(id)*d : (int(id)+1)*d]
+		row := dt.Data[r*d : (r+1)*d]
 		for j, g := range dy.Data[i*d : (i+1)*d] {
 			row[j] += g
 		}

@@ -61,13 +61,9 @@ func (t *Tensor[F]) Clone() *Tensor[F] {
 
 // Ctx carries what kernels need beyond their operands.
 type Ctx struct {
-	// Offset is the position of this shard in the single-device tensor, per
-	// dim of each op's first output; kernels whose result depends on global
-	// element positions (dropout) use it. nil means an unsharded run.
-	Offset func(op *ir.Op) []int
-	// Global is the single-device shape of the op's first output when
-	// Offset is set.
-	Global func(op *ir.Op) ir.Shape
+	// Comm connects this device to its group for collective ops; nil in a
+	// single-device run.
+	Comm *Comm
 }
 
 // checkFinite reports the first NaN or Inf in t, for debugging runs.

@@ -372,3 +372,31 @@ func gradReduceSum(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	zeros := c.emit1(OpFillLike, Attrs{}, x)
 	return []TensorID{c.emit1(OpBias, Attrs{Axes: complement(op.Attrs.Axes, len(c.t(x).Shape))}, zeros, dy[0])}
 }
+
+// gradVia2 differentiates a collective by its adjoint collective, with the
+// same attributes.
+func gradVia2(kind OpKind) func(c *gradCtx, op *Op, dy []TensorID) []TensorID {
+	return func(c *gradCtx, op *Op, dy []TensorID) []TensorID {
+		return []TensorID{c.emit1(kind, cloneAttrs(op.Attrs), dy[0])}
+	}
+}
+
+func gradAllToAll(c *gradCtx, op *Op, dy []TensorID) []TensorID {
+	a := cloneAttrs(op.Attrs)
+	a.Axes = []int{op.Attrs.Axes[1], op.Attrs.Axes[0]}
+	a.Sizes, a.Split = a.Split, a.Sizes
+	return []TensorID{c.emit1(OpAllToAll, a, dy[0])}
+}
+
+// gradDynamicSlice places the local gradient at the piece's offset in
+// zeros: a partial value whose sum over devices is the whole gradient.
+func gradDynamicSlice(c *gradCtx, op *Op, dy []TensorID) []TensorID {
+	a := op.Attrs
+	return []TensorID{c.emit1(OpPad, Attrs{Axis: a.Axis, Start: sumInts(a.Sizes[:a.Rank]), Shape: c.t(op.Inputs[0]).Shape.Clone()}, dy[0])}
+}
+
+func gradPad(c *gradCtx, op *Op, dy []TensorID) []TensorID {
+	a := op.Attrs
+	n := c.t(op.Inputs[0]).Shape[a.Axis]
+	return []TensorID{c.emit1(OpSlice, Attrs{Axis: a.Axis, Start: a.Start, End: a.Start + n}, dy[0])}
+}

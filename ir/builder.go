@@ -102,8 +102,8 @@ func (b *Builder) leaf(kind TensorKind, name string, dt DType, shape []int) Tens
 		return NoTensor
 	}
 	for _, d := range shape {
-		if d <= 0 {
-			b.fail(fmt.Errorf("%s %q has non-positive dimension in shape %v", kind, full, shape))
+		if d < 0 {
+			b.fail(fmt.Errorf("%s %q has a negative dimension in shape %v", kind, full, shape))
 			return NoTensor
 		}
 	}

@@ -143,8 +143,9 @@ func (g *Graph) Check() error {
 		}
 		names[t.Name] = t.ID
 		for _, d := range t.Shape {
-			if d <= 0 {
-				return invalid("tensor %q has non-positive dimension in shape %v", t.Name, t.Shape)
+			// Zero is allowed: a device may hold an empty shard.
+			if d < 0 {
+				return invalid("tensor %q has a negative dimension in shape %v", t.Name, t.Shape)
 			}
 		}
 		if t.Kind.IsLeaf() && t.Producer != NoOp {

@@ -63,6 +63,30 @@ const (
 	OpTop2GateGrad          OpKind = "top2_gate_grad"           // (logits, dcombine)
 )
 
+// Collective operators. They appear only in the per-device programs that
+// lowering emits: each device's program holds its local shard, and the op
+// exchanges data with the other members of its group (every device, in
+// order). Sizes gives every rank's length along Axis, Rank this device's
+// index. Their gradients are their adjoint collectives, so autodiff of a
+// device's local program yields the distributed backward pass.
+const (
+	OpAllGather     OpKind = "all_gather"     // Gather(Axis) → Identity: pieces of Sizes concatenated; grad reduce_scatter
+	OpReduceScatter OpKind = "reduce_scatter" // Reduce → Gather(Axis): the sum, cut into Sizes; grad all_gather
+	OpAllReduce     OpKind = "all_reduce"     // Reduce → Identity: the sum; grad all_reduce
+	OpAllToAll      OpKind = "all_to_all"     // Gather(Axes[0]) → Gather(Axes[1]); Sizes along Axes[0], Split along Axes[1]
+	OpDynamicSlice  OpKind = "dynamic_slice"  // Identity → Gather(Axis): the local piece, no communication; grad pad
+	OpReplicate     OpKind = "replicate"      // a value every device holds whole; identity forward, all_reduce backward
+)
+
+// IsCollective reports whether kind exchanges data between devices.
+func IsCollective(k OpKind) bool {
+	switch k {
+	case OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll:
+		return true
+	}
+	return false
+}
+
 // Optimizer update operators.
 const (
 	OpSGDUpdate  OpKind = "sgd_update"  // (p, g) → p − LR·g
@@ -118,7 +142,8 @@ func Kinds() []OpKind {
 		OpReduceSum, OpFillLike, OpReLUGrad, OpGELUGrad, OpSigmoidGrad, OpTanhGrad, OpSoftmaxGrad,
 		OpLogSoftmaxGrad, OpLayerNormGrad, OpEmbeddingGrad, OpPad, OpAttentionGrad, OpConv2DGradInput,
 		OpConv2DGradWeight, OpMaxPool2DGrad, OpAdaptiveAvgPool2DGrad, OpCrossEntropyGrad, OpNLLLossGrad,
-		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate}
+		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate, OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll,
+		OpDynamicSlice, OpReplicate}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -199,7 +224,19 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpEmbeddingGrad:
 		return opDef{2, inferEmbeddingGrad, nil, workEmbedding}, true
 	case OpPad:
-		return opDef{1, inferPad, nil, workMove}, true
+		return opDef{1, inferPad, gradPad, workMove}, true
+	case OpAllGather:
+		return opDef{1, inferGatherLike(false), gradVia2(OpReduceScatter), workFree}, true
+	case OpReduceScatter:
+		return opDef{1, inferGatherLike(true), gradVia2(OpAllGather), workFree}, true
+	case OpDynamicSlice:
+		return opDef{1, inferGatherLike(true), gradDynamicSlice, workFree}, true
+	case OpAllReduce:
+		return opDef{1, inferUnary, gradVia2(OpAllReduce), workFree}, true
+	case OpReplicate:
+		return opDef{1, inferUnary, gradVia2(OpAllReduce), workFree}, true
+	case OpAllToAll:
+		return opDef{1, inferAllToAll, gradAllToAll, workFree}, true
 	case OpAttentionGrad:
 		return opDef{4, inferAttentionGrad, nil, workAttention}, true
 	case OpConv2DGradInput:
@@ -415,8 +452,8 @@ func inferEmbeddingGrad(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 func inferReshape(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	s := Shape(a.Shape)
 	for _, d := range s {
-		if d <= 0 {
-			return nil, fmt.Errorf("reshape target %v has a non-positive dimension", s)
+		if d < 0 {
+			return nil, fmt.Errorf("reshape target %v has a negative dimension", s)
 		}
 	}
 	if s.Numel() != in[0].Shape.Numel() {
@@ -489,7 +526,7 @@ func inferSlice(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	if a.Axis < 0 || a.Axis >= len(x.Shape) {
 		return nil, fmt.Errorf("slice axis %d out of range for rank %d", a.Axis, len(x.Shape))
 	}
-	if a.Start < 0 || a.End <= a.Start || a.End > x.Shape[a.Axis] {
+	if a.Start < 0 || a.End < a.Start || a.End > x.Shape[a.Axis] {
 		return nil, fmt.Errorf("slice [%d,%d) out of range for dim %d of %q %v", a.Start, a.End, a.Axis, x.Name, x.Shape)
 	}
 	out := x.Shape.Clone()
@@ -509,6 +546,87 @@ func inferPad(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 		}
 	}
 	return one(s, dy.DType), nil
+}
+
+// checkPieces validates a collective's per-rank lengths and rank.
+func checkPieces(a *Attrs, rank int) error {
+	if a.Axis < 0 || a.Axis >= rank {
+		return fmt.Errorf("axis %d out of range for rank %d", a.Axis, rank)
+	}
+	if len(a.Sizes) == 0 || a.Rank < 0 || a.Rank >= len(a.Sizes) {
+		return fmt.Errorf("rank %d outside the group of %d", a.Rank, len(a.Sizes))
+	}
+	for _, s := range a.Sizes {
+		if s < 0 {
+			return fmt.Errorf("piece sizes %v must be non-negative", a.Sizes)
+		}
+	}
+	return nil
+}
+
+func sumInts(s []int) int {
+	t := 0
+	for _, v := range s {
+		t += v
+	}
+	return t
+}
+
+// inferGatherLike: from a local piece (Sizes[Rank] along Axis) to the whole
+// (ΣSizes), or, when shrink, the reverse.
+func inferGatherLike(shrink bool) func(a *Attrs, in []*Tensor) ([]OutSpec, error) {
+	return func(a *Attrs, in []*Tensor) ([]OutSpec, error) {
+		x := in[0]
+		if err := needFloat(x); err != nil {
+			return nil, err
+		}
+		if err := checkPieces(a, len(x.Shape)); err != nil {
+			return nil, err
+		}
+		from, to := a.Sizes[a.Rank], sumInts(a.Sizes)
+		if shrink {
+			from, to = to, from
+		}
+		if x.Shape[a.Axis] != from {
+			return nil, fmt.Errorf("input %q is %v; dim %d should be %d for pieces %v at rank %d", x.Name, x.Shape, a.Axis, from, a.Sizes, a.Rank)
+		}
+		out := x.Shape.Clone()
+		out[a.Axis] = to
+		return one(out, x.DType), nil
+	}
+}
+
+func inferAllToAll(a *Attrs, in []*Tensor) ([]OutSpec, error) {
+	x := in[0]
+	if err := needFloat(x); err != nil {
+		return nil, err
+	}
+	if len(a.Axes) != 2 || a.Axes[0] == a.Axes[1] {
+		return nil, fmt.Errorf("all_to_all wants axes [from, to], got %v", a.Axes)
+	}
+	i, j := a.Axes[0], a.Axes[1]
+	if j < 0 || j >= len(x.Shape) {
+		return nil, fmt.Errorf("axis %d out of range for rank %d", j, len(x.Shape))
+	}
+	b := *a
+	b.Axis = i
+	if err := checkPieces(&b, len(x.Shape)); err != nil {
+		return nil, err
+	}
+	if len(a.Split) != len(a.Sizes) {
+		return nil, fmt.Errorf("all_to_all split %v and sizes %v differ in group size", a.Split, a.Sizes)
+	}
+	for _, s := range a.Split {
+		if s < 0 {
+			return nil, fmt.Errorf("split %v must be non-negative", a.Split)
+		}
+	}
+	if x.Shape[i] != a.Sizes[a.Rank] || x.Shape[j] != sumInts(a.Split) {
+		return nil, fmt.Errorf("input %q is %v; want dim %d = %d and dim %d = %d", x.Name, x.Shape, i, a.Sizes[a.Rank], j, sumInts(a.Split))
+	}
+	out := x.Shape.Clone()
+	out[i], out[j] = sumInts(a.Sizes), a.Split[a.Rank]
+	return one(out, x.DType), nil
 }
 
 func inferAttention(a *Attrs, in []*Tensor) ([]OutSpec, error) {

@@ -233,6 +233,13 @@ type Attrs struct {
 	Equation string    `json:"equation,omitempty"` // einsum
 	LR       float64   `json:"lr,omitempty"`       // optimizer learning rate
 	Betas    []float64 `json:"betas,omitempty"`    // Adam β1, β2
+
+	// Per-device attributes, set only in the local programs lowering emits.
+	Offset  []int  `json:"offset,omitempty"`  // dropout: this shard's position in Shape (the global shape); embedding: [first local vocabulary row]
+	Partial bool   `json:"partial,omitempty"` // embedding: the table is a vocabulary shard; ids outside it give zeros
+	Rank    int    `json:"rank,omitempty"`    // collectives: this device's index in the group
+	Split   []int  `json:"split,omitempty"`   // all_to_all: per-rank lengths of the dim that becomes sharded
+	Method  string `json:"method,omitempty"`  // collectives on uneven pieces: "padded" or "grouped"
 }
 
 func cloneAttrs(a Attrs) Attrs {
@@ -241,6 +248,8 @@ func cloneAttrs(a Attrs) Attrs {
 	c.Perm = cloneInts(a.Perm)
 	c.Shape = cloneInts(a.Shape)
 	c.Sizes = cloneInts(a.Sizes)
+	c.Split = cloneInts(a.Split)
+	c.Offset = cloneInts(a.Offset)
 	if a.Betas != nil {
 		c.Betas = append([]float64{}, a.Betas...)
 	}
