@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (run go test -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestCatalogHasRequiredDevices(t *testing.T) {
+	for _, name := range []string{
+		"P100-PCIE-16GB", "P100-SXM2-16GB", "V100-SXM2-16GB", "V100-SXM2-32GB", "T4", "A10", "L4",
+		"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "RTX-3090", "RTX-4090",
+	} {
+		if _, ok := LookupDevice(name); !ok {
+			t.Errorf("catalog lacks %s", name)
+		}
+	}
+}
+
+func TestCatalogSortedAndSane(t *testing.T) {
+	cat := Catalog()
+	if !sort.SliceIsSorted(cat, func(i, j int) bool { return cat[i].Name < cat[j].Name }) {
+		t.Error("catalog not sorted by name")
+	}
+	seen := map[string]string{}
+	for _, d := range cat {
+		if d.FP32 <= 0 || d.FP16 < d.FP32 || d.Memory <= 0 || d.MemBandwidth <= 0 || d.Source == "" {
+			t.Errorf("%s: implausible entry %+v", d.Name, d)
+		}
+		for _, n := range append([]string{d.Name}, d.Aliases...) {
+			if prev, dup := seen[n]; dup {
+				t.Errorf("name %q used by %s and %s", n, prev, d.Name)
+			}
+			seen[n] = d.Name
+		}
+	}
+	// A fresh copy each call: mutating one must not affect the next.
+	cat[0].FP32 = -1
+	cat[0].Aliases = append(cat[0].Aliases, "x")
+	if again := Catalog(); again[0].FP32 <= 0 || len(again[0].Aliases) == len(cat[0].Aliases) {
+		t.Error("Catalog returned shared state")
+	}
+}
+
+func TestLookupDevice(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"V100", "V100-SXM2-16GB"},
+		{"v100-sxm2-32gb", "V100-SXM2-32GB"},
+		{"P100", "P100-PCIE-16GB"},
+		{"a100-80gb", "A100-SXM4-80GB"},
+		{"H200", "H200-SXM-141GB"},
+		{"4090", "RTX-4090"},
+	} {
+		got, ok := LookupDevice(tc.in)
+		if !ok || got.Name != tc.want {
+			t.Errorf("LookupDevice(%q) = %q, %v; want %q", tc.in, got.Name, ok, tc.want)
+		}
+	}
+	if _, ok := LookupDevice("K80"); ok {
+		t.Error("K80 should be unknown")
+	}
+}
+
+func TestFormatCatalogGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := FormatCatalog(&b, Catalog()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "catalog.golden", b.Bytes())
+}

@@ -1,0 +1,341 @@
+package cost
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"hap/cluster"
+)
+
+// Profile is a measured profile (docs/profile-format.md): achieved FLOP/s or efficiency per device type
+// and op class, measured memory bandwidth per device type, and measured bandwidth/latency per link
+// class. Its entries replace the model's estimates; everything it leaves out keeps the estimate.
+type Profile struct {
+	// Precision records the precision the measurements were taken at (informative).
+	Precision Precision `json:"precision,omitempty"`
+	// Devices is keyed by canonical catalog name.
+	Devices map[string]DeviceProfile `json:"devices,omitempty"`
+	// Links is keyed by link class (nvlink, pcie, ethernet, infiniband).
+	Links map[string]LinkProfile `json:"links,omitempty"`
+	// Source is the file the profile came from.
+	Source string `json:"-"`
+}
+
+// DeviceProfile is what was measured on one device type.
+type DeviceProfile struct {
+	// MemBandwidth is the achieved memory bandwidth in bytes/s (0: keep the estimate).
+	MemBandwidth float64 `json:"mem_bandwidth,omitempty"`
+	// Classes is keyed by op class.
+	Classes map[string]ClassProfile `json:"classes,omitempty"`
+}
+
+// ClassProfile is one op class on one device type: either the achieved FLOP/s, or the efficiency (fraction
+// of peak) to use in place of the default.
+type ClassProfile struct {
+	FLOPS      float64 `json:"flops,omitempty"`
+	Efficiency float64 `json:"efficiency,omitempty"`
+}
+
+// LinkProfile is one link class's measured bus bandwidth (bytes/s, 0: keep the cluster file's) and
+// latency (seconds, nil: keep the cluster file's).
+type LinkProfile struct {
+	Bandwidth float64  `json:"bandwidth,omitempty"`
+	Latency   *float64 `json:"latency,omitempty"`
+}
+
+func (p *Profile) device(name string) (DeviceProfile, bool) {
+	if p == nil {
+		return DeviceProfile{}, false
+	}
+	d, ok := p.Devices[name]
+	return d, ok
+}
+
+func (p *Profile) link(class string) (LinkProfile, bool) {
+	if p == nil {
+		return LinkProfile{}, false
+	}
+	l, ok := p.Links[class]
+	return l, ok
+}
+
+func (lp LinkProfile) apply(l link) link {
+	if lp.Bandwidth > 0 {
+		l.bw = lp.Bandwidth
+	}
+	if lp.Latency != nil {
+		l.lat = *lp.Latency
+	}
+	return l
+}
+
+// LoadProfile reads and parses a profile file.
+func LoadProfile(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading profile: %w", err)
+	}
+	return ParseProfile(data, path)
+}
+
+// ParseProfile parses a profile (YAML, or JSON read as YAML). file names the source in errors, which
+// are *cluster.FileError values with the line and field. It never panics.
+func ParseProfile(data []byte, file string) (*Profile, error) {
+	p := profileParser{file: file}
+	root, err := p.document(data)
+	if err != nil {
+		return nil, err
+	}
+	f, err := p.fields(root, "", []string{"precision", "devices", "links"})
+	if err != nil {
+		return nil, err
+	}
+	prof := &Profile{Source: file, Devices: map[string]DeviceProfile{}, Links: map[string]LinkProfile{}}
+	if n := f["precision"]; n != nil {
+		s, err := p.scalar(n, "precision")
+		if err != nil {
+			return nil, err
+		}
+		prof.Precision = Precision(strings.ToLower(s))
+		if prof.Precision != FP32 && prof.Precision != FP16 && prof.Precision != BF16 {
+			return nil, p.errf(n, "precision", "unknown precision %q (known: fp32, fp16, bf16)", s)
+		}
+	}
+	if n := f["devices"]; n != nil {
+		keys, vals, err := p.mapping(n, "devices")
+		if err != nil {
+			return nil, err
+		}
+		for i, k := range keys {
+			path := "devices." + k.Value
+			spec, ok := cluster.LookupDevice(k.Value)
+			if !ok {
+				return nil, p.errf(k, path, "unknown device type %q (known: %s)", k.Value, strings.Join(cluster.DeviceNames(), ", "))
+			}
+			if _, dup := prof.Devices[spec.Name]; dup {
+				return nil, p.errf(k, path, "device type %s given twice", spec.Name)
+			}
+			dp, err := p.device(vals[i], path)
+			if err != nil {
+				return nil, err
+			}
+			prof.Devices[spec.Name] = dp
+		}
+	}
+	if n := f["links"]; n != nil {
+		keys, vals, err := p.mapping(n, "links")
+		if err != nil {
+			return nil, err
+		}
+		known := append(cluster.IntraClasses(), cluster.InterClasses()...)
+		for i, k := range keys {
+			path := "links." + k.Value
+			if !contains(known, k.Value) {
+				return nil, p.errf(k, path, "unknown link class %q (known: %s)", k.Value, strings.Join(known, ", "))
+			}
+			if _, dup := prof.Links[k.Value]; dup {
+				return nil, p.errf(k, path, "link class given twice")
+			}
+			lf, err := p.fields(vals[i], path, []string{"bandwidth", "latency"})
+			if err != nil {
+				return nil, err
+			}
+			var lp LinkProfile
+			if v := lf["bandwidth"]; v != nil {
+				if lp.Bandwidth, err = p.quantity(v, path+".bandwidth", cluster.ParseBandwidth); err != nil {
+					return nil, err
+				}
+			}
+			if v := lf["latency"]; v != nil {
+				lat, err := p.quantity(v, path+".latency", cluster.ParseLatency)
+				if err != nil {
+					return nil, err
+				}
+				lp.Latency = &lat
+			}
+			if lp.Bandwidth == 0 && lp.Latency == nil {
+				return nil, p.errf(vals[i], path, "give a bandwidth, a latency or both")
+			}
+			prof.Links[k.Value] = lp
+		}
+	}
+	return prof, nil
+}
+
+func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error) {
+	var dp DeviceProfile
+	f, err := p.fields(n, path, []string{"mem_bandwidth", "classes"})
+	if err != nil {
+		return dp, err
+	}
+	if v := f["mem_bandwidth"]; v != nil {
+		if dp.MemBandwidth, err = p.quantity(v, path+".mem_bandwidth", cluster.ParseBandwidth); err != nil {
+			return dp, err
+		}
+	}
+	if v := f["classes"]; v != nil {
+		keys, vals, err := p.mapping(v, path+".classes")
+		if err != nil {
+			return dp, err
+		}
+		dp.Classes = map[string]ClassProfile{}
+		for i, k := range keys {
+			cpath := path + ".classes." + k.Value
+			if !contains(Classes(), k.Value) {
+				return dp, p.errf(k, cpath, "unknown op class %q (known: %s)", k.Value, strings.Join(Classes(), ", "))
+			}
+			if _, dup := dp.Classes[k.Value]; dup {
+				return dp, p.errf(k, cpath, "op class given twice")
+			}
+			cf, err := p.fields(vals[i], cpath, []string{"flops", "efficiency"})
+			if err != nil {
+				return dp, err
+			}
+			var cp ClassProfile
+			switch fl, ef := cf["flops"], cf["efficiency"]; {
+			case fl != nil && ef != nil:
+				return dp, p.errf(ef, cpath, "give flops or efficiency, not both")
+			case fl != nil:
+				if cp.FLOPS, err = p.quantity(fl, cpath+".flops", cluster.ParseFLOPS); err != nil {
+					return dp, err
+				}
+			case ef != nil:
+				s, err := p.scalar(ef, cpath+".efficiency")
+				if err != nil {
+					return dp, err
+				}
+				e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+				if err != nil || !(e > 0 && e <= 1) {
+					return dp, p.errf(ef, cpath+".efficiency", "efficiency %q must be a number in (0, 1]", s)
+				}
+				cp.Efficiency = e
+			default:
+				return dp, p.errf(vals[i], cpath, "give flops (achieved FLOP/s) or efficiency (fraction of peak)")
+			}
+			dp.Classes[k.Value] = cp
+		}
+	}
+	return dp, nil
+}
+
+// profileParser walks a yaml.v3 node tree, producing *cluster.FileError values.
+type profileParser struct{ file string }
+
+func (p *profileParser) errf(n *yaml.Node, field, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return &cluster.FileError{File: p.file, Line: line, Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// maxAliasDepth bounds alias chains followed by deref.
+const maxAliasDepth = 64
+
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxAliasDepth; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func (p *profileParser) document(data []byte) (root *yaml.Node, err error) {
+	var doc yaml.Node
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = p.errf(nil, "", "the YAML parser failed: %v", r)
+			}
+		}()
+		if e := yaml.Unmarshal(data, &doc); e != nil {
+			err = p.errf(nil, "", "not valid YAML or JSON: %w", e)
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, p.errf(nil, "", "empty file")
+	}
+	return deref(doc.Content[0]), nil
+}
+
+// mapping returns the keys and values of a mapping node in file order (keys must be scalars).
+func (p *profileParser) mapping(n *yaml.Node, path string) ([]*yaml.Node, []*yaml.Node, error) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil, p.errf(n, path, "must be a mapping")
+	}
+	var keys, vals []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			return nil, nil, p.errf(n.Content[i], path, "keys must be plain strings")
+		}
+		if v == nil || v.Kind == yaml.AliasNode {
+			return nil, nil, p.errf(k, path+"."+k.Value, "alias chain too deep or broken")
+		}
+		keys, vals = append(keys, k), append(vals, v)
+	}
+	return keys, vals, nil
+}
+
+// fields is mapping restricted to known keys, each at most once, with values by key.
+func (p *profileParser) fields(n *yaml.Node, path string, known []string) (map[string]*yaml.Node, error) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, path, "must be a mapping of fields (known fields: %s)", strings.Join(known, ", "))
+	}
+	keys, vals, err := p.mapping(n, path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*yaml.Node{}
+	for i, k := range keys {
+		field := k.Value
+		if path != "" {
+			field = path + "." + k.Value
+		}
+		if !contains(known, k.Value) {
+			return nil, p.errf(k, field, "unknown field (known fields here: %s)", strings.Join(known, ", "))
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, p.errf(k, field, "field given twice")
+		}
+		if vals[i].Kind == yaml.ScalarNode && vals[i].Tag == "!!null" {
+			return nil, p.errf(vals[i], field, "missing: the field has no value")
+		}
+		out[k.Value] = vals[i]
+	}
+	return out, nil
+}
+
+func (p *profileParser) scalar(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", p.errf(n, field, "must be a single value, not a list or mapping")
+	}
+	return n.Value, nil
+}
+
+func (p *profileParser) quantity(n *yaml.Node, field string, parse func(string) (float64, error)) (float64, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	v, err := parse(s)
+	if err != nil {
+		return 0, p.errf(n, field, "%w", err)
+	}
+	return v, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

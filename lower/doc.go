@@ -1,0 +1,13 @@
+// Package lower turns a plan into per-device programs: for every device, the ordered kernel launches
+// (with local shapes and work) and collective calls (with per-rank counts, padding and method) it runs in
+// one training step, their dependencies, and the memory each allocates and frees.
+//
+// program.go defines that per-device program format (Program, DeviceProgram, Instr, Kernel, Comm) and its
+// validator. It is the contract between the lowering pass, the simulator (package sim) and the runtime;
+// it imports only package cost (for Work and the collective/method vocabulary) and must stay free of the
+// IR, the planner and any backend, so that the simulator and runtimes can consume programs without
+// depending on how they were made.
+//
+// The lowering pass itself may import ir, the plan and cost; nothing in lower may import sim, a runtime
+// backend, solve or cmd.
+package lower

@@ -1,0 +1,12 @@
+// Package sim is hap's simulator: it executes a lowered per-device program (lower.Program) against the
+// cost model (cost.Model) as events on two streams per device — compute and communication — honouring
+// stream order, explicit dependencies and the synchronisation of collectives, and reports the step time,
+// each device's busy, idle and overlapped time and peak memory. It writes Chrome trace event JSON that
+// opens in Perfetto (ui.perfetto.dev) or chrome://tracing.
+//
+// The simulation is deterministic: the same program and model give byte-identical results and traces.
+// It models no contention between concurrent collectives and no kernel launch overheads.
+//
+// sim imports lower (the program format), cost and cluster; nothing of hap imports sim except commands
+// and benchmarks. It keeps no package-level mutable state.
+package sim

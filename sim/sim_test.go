@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/lower"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// model: two nodes of 4 T4 each; intra α = 1 µs, β = 1 GB/s; network α = 100 µs, β = 100 MB/s.
+func model(t *testing.T) *cost.Model {
+	t.Helper()
+	intra := cluster.Link{Class: cluster.LinkPCIe, Bandwidth: 1e9, Latency: 1e-6}
+	c := &cluster.Cluster{Name: "sim-test", Nodes: []cluster.Node{
+		{Name: "a", Device: "T4", Count: 4, Intra: intra},
+		{Name: "b", Device: "T4", Count: 4, Intra: intra},
+	}, Inter: cluster.InterLink{Link: cluster.Link{Class: cluster.LinkEthernet, Bandwidth: 1e8, Latency: 1e-4}, NICsPerNode: 1}}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func program(n int) *lower.Program { return &lower.Program{Devices: make([]lower.DeviceProgram, n)} }
+
+func kernel(name string, secs float64, deps ...int) lower.Instr {
+	return lower.Instr{Name: name, Kernel: &lower.Kernel{Op: "k", Seconds: secs}, Deps: deps}
+}
+
+func comm(id int, kind cost.Collective, group []int, count int64, deps ...int) lower.Instr {
+	counts := make([]int64, len(group))
+	for i := range counts {
+		counts[i] = count
+	}
+	return lower.Instr{Name: string(kind), Comm: &lower.Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: 4}, Deps: deps}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// An all-reduce of 1e9 bytes between devices 0 and 1 (one node) takes 2e-6 + 1 s. Each device: fwd
+// (1 s), then the all-reduce overlapping an independent 3 s kernel, then an update after both.
+func TestOverlapOfCommunicationWithCompute(t *testing.T) {
+	m := model(t)
+	p := program(8)
+	for d := 0; d < 2; d++ {
+		dp := &p.Devices[d]
+		f := dp.Append(kernel("fwd", 1))
+		ar := dp.Append(comm(1, cost.AllReduce, []int{0, 1}, 2.5e8, f))
+		k := dp.Append(kernel("other", 3, f))
+		dp.Append(kernel("update", 1, ar, k))
+	}
+	r, err := Run(p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ar = 2e-6 + 1
+	// fwd [0,1]; all-reduce [1, 2.000002]; other [1, 4]; update [4, 5].
+	if !near(r.StepSeconds, 5) {
+		t.Errorf("step %g, want 5", r.StepSeconds)
+	}
+	for d := 0; d < 2; d++ {
+		s := r.Devices[d]
+		if !near(s.Compute, 5) || !near(s.Comm, ar) || !near(s.Overlap, ar) || !near(s.Idle, 0) || !near(s.Finish, 5) {
+			t.Errorf("device %d: %+v; want compute 5, comm %g, overlap %g, idle 0", d, s, ar, ar)
+		}
+	}
+	// Devices without instructions idle the whole step.
+	if s := r.Devices[5]; !near(s.Idle, 5) || s.Compute != 0 {
+		t.Errorf("device 5: %+v", s)
+	}
+	e := r.Events[1]
+	if e.Device != 0 || e.Index != 1 || !near(e.Start, 1) || !near(e.End, 1+ar) || e.Algorithm != cost.AlgoRing {
+		t.Errorf("all-reduce event %+v", e)
+	}
+}
+
+// A collective starts when its slowest member reaches it; the others wait (idle).
+func TestCollectiveWaitsForSlowestMember(t *testing.T) {
+	m := model(t)
+	p := program(8)
+	group := []int{0, 1, 4}    // {0,1 | 4}: spans both nodes
+	work := []float64{1, 3, 2} // seconds before the all-gather
+	for r, d := range group {
+		dp := &p.Devices[d]
+		k := dp.Append(kernel("fwd", work[r]))
+		dp.Append(comm(9, cost.AllGather, group, 2.5e7, k)) // 1e8-byte pieces
+	}
+	res, err := Run(p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ring over {0,1 | 4}: 2·(1e-4 + 1e8/1e8) = 2.0002 s (cheaper than hierarchical, see package cost).
+	const ag = 2.0002
+	if !near(res.StepSeconds, 3+ag) {
+		t.Errorf("step %g, want %g", res.StepSeconds, 3+ag)
+	}
+	for r, d := range group {
+		s := res.Devices[d]
+		if !near(s.Idle, 3-work[r]) || !near(s.Comm, ag) {
+			t.Errorf("device %d: idle %g (want %g), comm %g (want %g)", d, s.Idle, 3-work[r], s.Comm, ag)
+		}
+		if ev := res.Events[res.offsets[d]+1]; !near(ev.Start, 3) {
+			t.Errorf("device %d: all-gather starts at %g, want 3", d, ev.Start)
+		}
+	}
+}
+
+// Instructions on one stream run in order even without dependencies; explicit dependencies delay
+// across streams; kernels with Work take the cost model's time.
+func TestStreamOrderAndWork(t *testing.T) {
+	m := model(t)
+	p := program(8)
+	dp := &p.Devices[0]
+	dp.Append(kernel("a", 1))
+	dp.Append(kernel("b", 2)) // waits for a: same stream
+	// 1e9 bytes at 320e9 × 0.8 B/s (T4, memory bound).
+	w := &cost.Work{Class: cost.ClassElementwise, FLOPs: 0, Bytes: 256e9}
+	dp.Append(lower.Instr{Name: "c", Kernel: &lower.Kernel{Op: "add", Work: w}})
+	dp.Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8, 1)) // after b: 1e-6 + 1 s
+	p.Devices[1].Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8))
+	r, err := Run(p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ start, end float64 }{{0, 1}, {1, 3}, {3, 4}, {3, 4.000001}}
+	for i, w := range want {
+		if e := r.Events[i]; !near(e.Start, w.start) || !near(e.End, w.end) {
+			t.Errorf("instruction %d: [%g, %g], want [%g, %g]", i, e.Start, e.End, w.start, w.end)
+		}
+	}
+	// Device 1 receives as soon as device 0 sends.
+	if e := r.Events[4]; e.Device != 1 || !near(e.Start, 3) {
+		t.Errorf("receiver event %+v", e)
+	}
+	if s := r.Devices[0]; !near(s.Overlap, 1) {
+		t.Errorf("overlap %g, want 1", s.Overlap)
+	}
+}
+
+func TestPeakMemory(t *testing.T) {
+	m := model(t)
+	p := program(8)
+	dp := &p.Devices[0]
+	dp.Resident = 100
+	a := dp.Append(lower.Instr{Name: "a", Kernel: &lower.Kernel{Seconds: 1}, Alloc: 50})
+	b := dp.Append(lower.Instr{Name: "b", Kernel: &lower.Kernel{Seconds: 1}, Alloc: 30, Free: 80, Deps: []int{a}})
+	// The communication buffer is taken at t = 2 while c's allocation is live.
+	dp.Append(lower.Instr{Name: "c", Kernel: &lower.Kernel{Seconds: 2}, Alloc: 40, Deps: []int{b}})
+	c := comm(4, cost.AllReduce, []int{0}, 10, b)
+	c.Alloc, c.Free = 25, 25
+	dp.Append(c)
+	r, err := Run(p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t=0: 150; t=1: 180; t=2: b frees 80 → 100, then c +40 and the buffer +25 → 165.
+	if got := r.Devices[0].PeakMemory; got != 180 {
+		t.Errorf("peak %d, want 180", got)
+	}
+	if !r.Devices[0].Fits() || r.Devices[0].Capacity != 16<<30 {
+		t.Errorf("capacity %d", r.Devices[0].Capacity)
+	}
+}
+
+func TestDeadlockAndErrors(t *testing.T) {
+	m := model(t)
+	p := program(8)
+	p.Devices[0].Append(comm(1, cost.AllReduce, []int{0, 1}, 1))
+	p.Devices[0].Append(comm(2, cost.AllReduce, []int{0, 1}, 1))
+	p.Devices[1].Append(comm(2, cost.AllReduce, []int{0, 1}, 1))
+	p.Devices[1].Append(comm(1, cost.AllReduce, []int{0, 1}, 1))
+	_, err := Run(p, m)
+	if err == nil || !strings.Contains(err.Error(), "deadlock") || !strings.Contains(err.Error(), "device 1 communication stream at instruction 0") {
+		t.Errorf("error %v", err)
+	}
+	if _, err := Run(program(3), m); err == nil || !strings.Contains(err.Error(), "the program has 3 devices") {
+		t.Errorf("error %v", err)
+	}
+	bad := program(8)
+	bad.Devices[2].Append(kernel("x", 1, 4))
+	if _, err := Run(bad, m); err == nil || !strings.Contains(err.Error(), "device 2, instruction 0") {
+		t.Errorf("error %v", err)
+	}
+	// A collective the cost model rejects (uneven pieces, even method) names the instruction.
+	uneven := program(8)
+	for _, d := range []int{0, 1} {
+		uneven.Devices[d].Append(lower.Instr{Name: "ag", Comm: &lower.Comm{ID: 1, Kind: cost.AllGather, Group: []int{0, 1}, Counts: []int64{1, 2}, ElemBytes: 4}})
+	}
+	if _, err := Run(uneven, m); err == nil || !strings.Contains(err.Error(), "need method padded or grouped") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// tracedProgram: data parallelism on devices 0–2 with a grouped uneven all-gather, a broadcast and
+// memory, enough to exercise every trace field.
+func tracedProgram() *lower.Program {
+	p := program(8)
+	group := []int{0, 1, 4}
+	for r, d := range group {
+		dp := &p.Devices[d]
+		dp.Resident = 1 << 20
+		f := dp.Append(lower.Instr{Name: "fwd", Kernel: &lower.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e12 * float64(r+1), Bytes: 1e8}}, Alloc: 1 << 20})
+		ag := dp.Append(lower.Instr{Name: "gather", Comm: &lower.Comm{ID: 1, Kind: cost.AllGather, Group: group, Counts: []int64{1e6, 2e6, 3e6}, ElemBytes: 4, Method: cost.MethodGrouped}, Deps: []int{f}, Alloc: 24e6})
+		dp.Append(lower.Instr{Name: "bwd", Kernel: &lower.Kernel{Op: "matmul-backward", Seconds: 0.01}, Deps: []int{f}})
+		dp.Append(lower.Instr{Name: "bcast", Comm: &lower.Comm{ID: 2, Kind: cost.Broadcast, Group: group, Counts: []int64{5e5, 5e5, 5e5}, ElemBytes: 4, Root: 2}, Deps: []int{ag}, Free: 24e6 + 1<<20})
+	}
+	return p
+}
+
+func TestTraceGoldenAndDeterministic(t *testing.T) {
+	m := model(t)
+	var outs [2][]byte
+	for i := range outs {
+		r, err := Run(tracedProgram(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := r.WriteTrace(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteSummary(&b); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = b.Bytes()
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Fatal("two runs differ")
+	}
+	const end = "\"displayTimeUnit\":\"ms\"}\n"
+	trace, summary, _ := bytes.Cut(outs[0], []byte(end))
+	trace = append(trace, end...)
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(trace, &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	complete, meta := 0, 0
+	for _, ev := range doc.TraceEvents {
+		switch ev["ph"] {
+		case "X":
+			complete++
+			for _, k := range []string{"ts", "dur", "pid", "tid", "name"} {
+				if _, ok := ev[k]; !ok {
+					t.Errorf("X event without %s: %v", k, ev)
+				}
+			}
+		case "M":
+			meta++
+		}
+	}
+	if complete != 12 || meta != 8*6 {
+		t.Errorf("%d complete and %d metadata events, want 12 and 48", complete, meta)
+	}
+	compareGolden(t, "trace.golden.json", trace)
+	compareGolden(t, "summary.golden.txt", summary)
+}
+
+func compareGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (run go test -update to accept):\n%s", name, got)
+	}
+}
+
+// BenchmarkRunDataParallel: 64 devices (paper-64), 4000 instructions each, an all-reduce after every
+// 10 kernels overlapping the next kernels.
+func BenchmarkRunDataParallel(b *testing.B) {
+	c, _ := cluster.Builtin("paper-64")
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	group := make([]int, 64)
+	for i := range group {
+		group[i] = i
+	}
+	p := program(64)
+	for d := range p.Devices {
+		dp := &p.Devices[d]
+		last := -1
+		for i := 0; i < 4000; i++ {
+			if i%10 == 9 {
+				dp.Append(comm(i, cost.AllReduce, group, 1e6, last))
+				continue
+			}
+			in := lower.Instr{Name: "k", Kernel: &lower.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e10, Bytes: 1e7}}}
+			if last >= 0 {
+				in.Deps = []int{last}
+			}
+			last = dp.Append(in)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Run(p, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

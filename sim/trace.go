@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"hap/lower"
+)
+
+// traceEvent is one Chrome trace event (the "JSON Object Format" of the Trace Event Format).
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   *float64       `json:"ts,omitempty"`
+	Dur  *float64       `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// micros converts seconds to trace microseconds, rounded to the nanosecond so that output is tidy and
+// stable.
+func micros(seconds float64) *float64 {
+	v := math.Round(seconds*1e9) / 1e3
+	return &v
+}
+
+// WriteTrace writes the step as Chrome trace event JSON ({"traceEvents": [...]}): one process per
+// device (pid = device index) named with its type and node, a thread per stream (tid 0 compute, 1
+// communication), a complete ("X") event per instruction with ts and dur in microseconds, and a
+// "memory" counter per device. Events are in a fixed order (device, stream, instruction), one per line.
+func (r *Result) WriteTrace(w io.Writer) error {
+	var events []traceEvent
+	cl := r.model.Cluster()
+	for d := range r.program.Devices {
+		node := cl.Nodes[r.model.Node(d)].Name
+		events = append(events,
+			traceEvent{Name: "process_name", Ph: "M", Pid: d, Args: map[string]any{"name": fmt.Sprintf("device %d: %s (node %s)", d, r.model.Spec(d).Name, node)}},
+			traceEvent{Name: "process_sort_index", Ph: "M", Pid: d, Args: map[string]any{"sort_index": d}})
+		for st := lower.Stream(0); st < lower.NumStreams; st++ {
+			events = append(events,
+				traceEvent{Name: "thread_name", Ph: "M", Pid: d, Tid: int(st), Args: map[string]any{"name": st.String()}},
+				traceEvent{Name: "thread_sort_index", Ph: "M", Pid: d, Tid: int(st), Args: map[string]any{"sort_index": int(st)}})
+		}
+	}
+	for d := range r.program.Devices {
+		for st := lower.Stream(0); st < lower.NumStreams; st++ {
+			for _, e := range r.deviceEvents(d) {
+				if e.Stream != st {
+					continue
+				}
+				in := &r.program.Devices[e.Device].Instrs[e.Index]
+				ev := traceEvent{Name: e.Name, Ph: "X", Ts: micros(e.Start), Dur: micros(e.End - e.Start), Pid: e.Device, Tid: int(st),
+					Args: map[string]any{"index": e.Index}}
+				if ev.Name == "" {
+					ev.Name = fmt.Sprintf("#%d", e.Index)
+				}
+				if k := in.Kernel; k != nil {
+					ev.Cat = "kernel"
+					ev.Args["op"] = k.Op
+					if k.Work != nil {
+						ev.Args["class"], ev.Args["flops"], ev.Args["bytes"] = k.Work.Class, k.Work.FLOPs, k.Work.Bytes
+					}
+				} else {
+					c := in.Comm
+					ev.Cat = string(c.Kind)
+					ev.Args["collective"], ev.Args["group"], ev.Args["counts"] = c.ID, c.Group, c.Counts
+					ev.Args["elem_bytes"], ev.Args["algorithm"] = c.ElemBytes, e.Algorithm
+					if c.Method != "" {
+						ev.Args["method"] = c.Method
+					}
+				}
+				if len(in.Deps) > 0 {
+					ev.Args["deps"] = in.Deps
+				}
+				if in.Alloc != 0 {
+					ev.Args["alloc"] = in.Alloc
+				}
+				if in.Free != 0 {
+					ev.Args["free"] = in.Free
+				}
+				events = append(events, ev)
+			}
+		}
+	}
+	events = append(events, r.memoryCounters()...)
+
+	bw := bufio.NewWriter(w)
+	bw.WriteString("{\"traceEvents\":[\n")
+	for i, ev := range events {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("writing trace: %w", err)
+		}
+		bw.Write(data)
+		if i < len(events)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("],\"displayTimeUnit\":\"ms\"}\n")
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing trace: %w", err)
+	}
+	return nil
+}
+
+// memoryCounters renders each device's memory over time as "C" events, one per instant it changes.
+func (r *Result) memoryCounters() []traceEvent {
+	var out []traceEvent
+	for d := range r.program.Devices {
+		ch := r.memoryChanges(d)
+		cur := r.program.Devices[d].Resident
+		if len(ch) == 0 && cur == 0 {
+			continue
+		}
+		if len(ch) == 0 || ch[0].t > 0 {
+			out = append(out, traceEvent{Name: "memory", Ph: "C", Ts: micros(0), Pid: d, Args: map[string]any{"bytes": cur}})
+		}
+		for i, c := range ch {
+			cur += c.delta
+			if i+1 < len(ch) && ch[i+1].t == c.t {
+				continue
+			}
+			out = append(out, traceEvent{Name: "memory", Ph: "C", Ts: micros(c.t), Pid: d, Args: map[string]any{"bytes": cur}})
+		}
+	}
+	return out
+}
+
+// WriteSummary writes the step time and a per-device table (seconds, GiB).
+func (r *Result) WriteSummary(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "step time %.6f s\n", r.StepSeconds); err != nil {
+		return fmt.Errorf("writing summary: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "device\ttype\tcompute s\tcomm s\toverlap s\tidle s\tpeak GiB\tcapacity GiB\t")
+	for _, s := range r.Devices {
+		flag := ""
+		if !s.Fits() {
+			flag = " over"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.6f\t%.6f\t%.6f\t%.6f\t%.3f%s\t%.1f\t\n", s.Device, s.Type, s.Compute, s.Comm,
+			s.Overlap, s.Idle, float64(s.PeakMemory)/(1<<30), flag, float64(s.Capacity)/(1<<30))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing summary: %w", err)
+	}
+	return nil
+}
