@@ -121,13 +121,13 @@ func fanIn(s ir.Shape) int {
 	case 0:
 		return 1
 	case 1:
-		return s[0]
+		return max(s[0], 1)
 	case 2:
-		return s[0]
+		return max(s[0], 1)
 	case 3:
-		return s[1]
+		return max(s[1], 1)
 	default:
-		return s.Numel() / s[0]
+		return max(s[1:].Numel(), 1)
 	}
 }
 

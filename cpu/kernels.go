@@ -123,7 +123,7 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 	case ir.OpReplicate:
 		copy(out[0].Data, in[0].Data)
 	case ir.OpDynamicSlice:
-		sliceAxis(a.Axis, sumInts(a.Sizes[:a.Rank]), in[0], out[0])
+		*out[0] = *Slice(in[0], a.Axis, sumInts(a.Sizes[:a.Rank]), a.Sizes[a.Rank])
 	case ir.OpAllGather, ir.OpReduceScatter, ir.OpAllReduce, ir.OpAllToAll:
 		if ctx == nil || ctx.Comm == nil {
 			return fmt.Errorf("collective %s outside a device group", op.Kind)
@@ -321,7 +321,7 @@ func dropout[F Float](_ *Ctx, op *ir.Op, x, y *Tensor[F]) {
 
 func rows(s ir.Shape) (int, int) {
 	n := s[len(s)-1]
-	return s.Numel() / n, n
+	return s[:len(s)-1].Numel(), n
 }
 
 func softmax[F Float](x, y *Tensor[F], logSpace bool) {

@@ -75,3 +75,34 @@ func checkFinite[F Float](name string, t *Tensor[F]) error {
 	}
 	return nil
 }
+
+// Slice returns [start, start+n) of t along axis, for float and int tensors.
+func Slice[F Float](t *Tensor[F], axis, start, n int) *Tensor[F] {
+	out := &Tensor[F]{Shape: withDim(t.Shape, axis, n)}
+	outer, inner := outerInner(t.Shape, axis)
+	row, w := t.Shape[axis]*inner, n*inner
+	if t.Ints != nil {
+		out.Ints = make([]int64, outer*w)
+		for o := 0; o < outer; o++ {
+			copy(out.Ints[o*w:(o+1)*w], t.Ints[o*row+start*inner:o*row+start*inner+w])
+		}
+		return out
+	}
+	out.Data = make([]F, outer*w)
+	for o := 0; o < outer; o++ {
+		copy(out.Data[o*w:(o+1)*w], t.Data[o*row+start*inner:o*row+start*inner+w])
+	}
+	return out
+}
+
+// Concat joins float tensors along axis.
+func Concat[F Float](axis int, ts []*Tensor[F]) *Tensor[F] {
+	s := ts[0].Shape.Clone()
+	s[axis] = 0
+	for _, t := range ts {
+		s[axis] += t.Shape[axis]
+	}
+	out := NewTensor[F](s, ir.Float32)
+	concat(axis, ts, out)
+	return out
+}

@@ -191,11 +191,13 @@ func gradMatMul(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 		xs, ws := c.t(A).Shape, c.t(B).Shape
 		if len(ws) == 2 && len(xs) > 2 {
 			// A weight shared across the batch dims: flatten them into rows.
+			// Rows are the product of the leading dims (not numel/k: a
+			// device's shard may be empty).
 			k := xs[len(xs)-1]
-			xf := c.emit1(OpReshape, Attrs{Shape: []int{xs.Numel() / k, k}}, A)
+			xf := c.emit1(OpReshape, Attrs{Shape: []int{xs[:len(xs)-1].Numel(), k}}, A)
 			ds := c.t(d).Shape
 			n := ds[len(ds)-1]
-			df := c.emit1(OpReshape, Attrs{Shape: []int{ds.Numel() / n, n}}, d)
+			df := c.emit1(OpReshape, Attrs{Shape: []int{ds[:len(ds)-1].Numel(), n}}, d)
 			if !a.TransB {
 				dx[1] = c.emit1(OpMatMul, Attrs{TransA: true}, xf, df)
 			} else {
@@ -258,7 +260,8 @@ func gradVia(kind OpKind, useOutput bool) func(c *gradCtx, op *Op, dy []TensorID
 func gradDropout(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	// The mask is a function of (seed, element index), so applying the same
 	// dropout to dy multiplies by the same mask and scale.
-	return []TensorID{c.emit1(OpDropout, Attrs{Rate: op.Attrs.Rate, Seed: op.Attrs.Seed}, dy[0])}
+	// Copy every attribute: a shard's Offset and global Shape place it.
+	return []TensorID{c.emit1(OpDropout, cloneAttrs(op.Attrs), dy[0])}
 }
 
 func gradLayerNorm(c *gradCtx, op *Op, dy []TensorID) []TensorID {

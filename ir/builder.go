@@ -117,6 +117,19 @@ func (b *Builder) leaf(kind TensorKind, name string, dt DType, shape []int) Tens
 	return id
 }
 
+// Leaf declares a fed tensor of any kind under its exact name (no scope),
+// keeping init for parameters. Lowering uses it to declare local shards.
+func (b *Builder) Leaf(kind TensorKind, name string, dt DType, shape Shape, init string) TensorID {
+	saved := b.scope
+	b.scope = ""
+	defer func() { b.scope = saved }()
+	id := b.leaf(kind, name, dt, shape)
+	if id != NoTensor && kind == Param {
+		b.g.Tensors[id].Init = init
+	}
+	return id
+}
+
 // Input declares fed data.
 func (b *Builder) Input(name string, dt DType, shape ...int) TensorID {
 	return b.leaf(Input, name, dt, shape)

@@ -230,7 +230,7 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpReduceScatter:
 		return opDef{1, inferGatherLike(true), gradVia2(OpAllGather), workFree}, true
 	case OpDynamicSlice:
-		return opDef{1, inferGatherLike(true), gradDynamicSlice, workFree}, true
+		return opDef{1, inferDynamicSlice, gradDynamicSlice, workFree}, true
 	case OpAllReduce:
 		return opDef{1, inferUnary, gradVia2(OpAllReduce), workFree}, true
 	case OpReplicate:
@@ -594,6 +594,20 @@ func inferGatherLike(shrink bool) func(a *Attrs, in []*Tensor) ([]OutSpec, error
 		out[a.Axis] = to
 		return one(out, x.DType), nil
 	}
+}
+
+// inferDynamicSlice is inferGatherLike(true) for any dtype: integer ids
+// and labels are sliced too.
+func inferDynamicSlice(a *Attrs, in []*Tensor) ([]OutSpec, error) {
+	x := *in[0]
+	dt := x.DType
+	x.DType = Float64
+	out, err := inferGatherLike(true)(a, []*Tensor{&x})
+	if err != nil {
+		return nil, err
+	}
+	out[0].DType = dt
+	return out, nil
 }
 
 func inferAllToAll(a *Attrs, in []*Tensor) ([]OutSpec, error) {

@@ -1,0 +1,30 @@
+// Package encode owns hap's SPMD semantics: how a distributed tensor relates
+// to its single-device original (a Layout: Identity, Gather(dim) or Reduce),
+// the sharding rules of every ir operator (Hoare triples: the layouts an
+// op's inputs must have and the layouts its outputs then have), the
+// communication instructions that change a tensor's layout, and the
+// distributed program — an instruction sequence plus integer shard lengths
+// per segment and device — with a checker that proves every precondition is
+// established. Later it also encodes these choices as solver problems.
+//
+//	               Identity ──dynamic-slice──► Gather(d) ──all-to-all──► Gather(d')
+//	                  ▲                          │  ▲
+//	           all-gather ◄──────────────────────┘  │ reduce-scatter
+//	                  │                              │
+//	   all-reduce ◄── Reduce ────────────────────────┘
+//
+// A Gather layout names a segment: a count of units (a batch of 32 samples,
+// 12 heads, a vocabulary of 33,278 rows) split into integer lengths per
+// device, the same for every tensor laid out on that segment. A tensor's
+// dimension d holds Units(seg)·unit elements; device r holds Lengths[r]·unit
+// of them, at offset (Σ_{q<r} Lengths[q])·unit. Lengths may be zero.
+//
+// Backward needs no rules of its own: lowering builds each device's forward
+// program, in which collectives are ops whose gradients are their adjoint
+// collectives (all-gather ↔ reduce-scatter, all-reduce ↔ all-reduce,
+// all-to-all(i→j) ↔ all-to-all(j→i), dynamic-slice ↔ pad) and replicated
+// parameters pass through a replicate op whose gradient is an all-reduce;
+// autodiff of that program is the distributed backward pass.
+//
+// encode imports ir only.
+package encode

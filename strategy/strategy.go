@@ -1,0 +1,269 @@
+// Package strategy holds hap's hand-written parallelisation strategies — the
+// baselines the synthesizer is measured against — each producing a
+// distributed program (encode.Program) in the same form the synthesizer
+// does, so every plan is checked, lowered, simulated and verified alike.
+//
+//	dp-ev     data parallel, batch split evenly
+//	dp-cp     data parallel, batch split in proportion to device FP32 throughput
+//	tp        tensor parallel over every device (Megatron's column/row split of
+//	          attention heads and FFN), activations replicated between blocks
+//	megatron  tensor parallel within a machine, data parallel across machines
+//	ep        expert parallel MoE layers (experts split evenly), data parallel
+//	          elsewhere
+//
+// A strategy fixes segments, the layouts of inputs and parameters, and which
+// rules are allowed; encode.Assemble completes the program greedily.
+// Parameters are recognised by hap's zoo naming ("attn.q.w", "ffn.fc1.w",
+// "moe.w1"); in other graphs tp and ep fall back to data parallelism.
+//
+// strategy imports ir, encode and cluster.
+package strategy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"hap/cluster"
+	"hap/encode"
+	"hap/ir"
+)
+
+// Names lists the strategies.
+func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "tp"} }
+
+// Build makes the named strategy's program for forward graph g on c.
+func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
+	n := c.NumDevices()
+	if n < 1 {
+		return nil, fmt.Errorf("cluster %s has no devices", c.Name)
+	}
+	switch name {
+	case "dp-ev":
+		return dataParallel(g, n, evenShares(n), nil)
+	case "dp-cp":
+		return dataParallel(g, n, throughputShares(c), nil)
+	case "tp":
+		return tensorParallel(g, n)
+	case "megatron":
+		perNode := c.Nodes[0].Count
+		uniform := true
+		for _, nd := range c.Nodes {
+			uniform = uniform && nd.Count == perNode
+		}
+		switch {
+		case len(c.Nodes) == 1:
+			return tensorParallel(g, n)
+		case uniform && perNode == 1:
+			return dataParallel(g, n, evenShares(n), nil)
+		default:
+			return nil, fmt.Errorf("megatron on %s needs a 2-D device mesh (tensor parallel inside %d-GPU machines × data parallel across %d machines), which hap's 1-D layouts do not express yet; use tp or dp-ev", c.Name, perNode, len(c.Nodes))
+		}
+	case "ep":
+		return expertParallel(g, n)
+	}
+	return nil, fmt.Errorf("unknown strategy %q (want one of %s)", name, strings.Join(Names(), ", "))
+}
+
+func evenShares(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
+
+// throughputShares is each device's FP32 peak, the paper's DP-CP split.
+func throughputShares(c *cluster.Cluster) []float64 {
+	var s []float64
+	for _, d := range c.Devices() {
+		s = append(s, d.Spec.FP32)
+	}
+	return s
+}
+
+// batchSize is dim 0 of the first fed input: the global batch.
+func batchSize(g *ir.Graph) (int, error) {
+	for _, t := range g.TensorsOfKind(ir.Input) {
+		if len(g.Tensors[t].Shape) > 0 {
+			return g.Tensors[t].Shape[0], nil
+		}
+	}
+	return 0, fmt.Errorf("graph %s has no input with a batch dimension", g.Name)
+}
+
+// batchLeaves lays inputs and labels out along the batch segment (seg 0)
+// where they fit, and everything else as Identity except what params
+// assigns.
+func batchLeaves(g *ir.Graph, segs []encode.Segment, params map[ir.TensorID]encode.Layout) []encode.LeafLayout {
+	var leaves []encode.LeafLayout
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if !t.Kind.IsLeaf() {
+			continue
+		}
+		l := encode.I
+		if (t.Kind == ir.Input || t.Kind == ir.Label) && len(t.Shape) > 0 && encode.Fits(encode.G(0, 0), t.Shape, segs) {
+			l = encode.G(0, 0)
+		}
+		if pl, ok := params[t.ID]; ok {
+			l = pl
+		}
+		leaves = append(leaves, encode.LeafLayout{Tensor: t.ID, Layout: l})
+	}
+	return leaves
+}
+
+// keepParams allows only rules that read every parameter in its own
+// layout: parameters never move, activations do.
+func keepParams(g *ir.Graph, leaves []encode.LeafLayout) func(op *ir.Op, r encode.Rule) bool {
+	own := map[ir.TensorID]encode.Layout{}
+	for _, lf := range leaves {
+		if g.Tensors[lf.Tensor].Kind == ir.Param {
+			own[lf.Tensor] = lf.Layout
+		}
+	}
+	return func(op *ir.Op, r encode.Rule) bool {
+		for j, t := range op.Inputs {
+			if l, ok := own[t]; ok && r.In[j] != l {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func padded(ir.TensorID, encode.Layout, encode.Layout) string { return encode.MethodPadded }
+
+// flopsPerByte weighs compute against communication in the greedy
+// completion (see encode.Greedy).
+const flopsPerByte = 1000
+
+func assemble(g *ir.Graph, n int, segs []encode.Segment, params map[ir.TensorID]encode.Layout) (*encode.Program, error) {
+	leaves := batchLeaves(g, segs, params)
+	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: keepParams(g, leaves)}
+	p, err := encode.Assemble(g, n, segs, leaves, ch, padded)
+	if err != nil {
+		return nil, err
+	}
+	return p, encode.Check(g, p)
+}
+
+func dataParallel(g *ir.Graph, n int, shares []float64, extra map[ir.TensorID]encode.Layout) (*encode.Program, error) {
+	b, err := batchSize(g)
+	if err != nil {
+		return nil, err
+	}
+	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, shares)}}
+	return assemble(g, n, segs, extra)
+}
+
+// paramsLike returns the params whose names end with one of the suffixes.
+func paramsLike(g *ir.Graph, suffixes ...string) []ir.TensorID {
+	var out []ir.TensorID
+	for _, t := range g.TensorsOfKind(ir.Param) {
+		for _, s := range suffixes {
+			if strings.HasSuffix(g.Tensors[t].Name, s) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// tensorParallel splits attention by heads and the FFN by its hidden
+// units: q, k, v and fc1 column-parallel, out and fc2 row-parallel.
+func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
+	b, err := batchSize(g)
+	if err != nil {
+		return nil, err
+	}
+	heads, ffn := 0, 0
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpAttention && op.Phase == ir.Forward {
+			q := g.Tensors[op.Inputs[0]].Shape
+			if len(q) == 4 {
+				heads = q[1]
+			}
+		}
+	}
+	for _, t := range paramsLike(g, "ffn.fc1.w") {
+		ffn = g.Tensors[t].Shape[1]
+	}
+	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, evenShares(n))}}
+	params := map[ir.TensorID]encode.Layout{}
+	if heads > 0 {
+		segs = append(segs, encode.Segment{Name: "heads", Units: heads, Lengths: encode.RoundLengths(heads, evenShares(n))})
+		hs := len(segs) - 1
+		for _, t := range paramsLike(g, "attn.q.w", "attn.k.w", "attn.v.w") {
+			params[t] = encode.G(1, hs)
+		}
+		for _, t := range paramsLike(g, "attn.q.b", "attn.k.b", "attn.v.b") {
+			params[t] = encode.G(0, hs)
+		}
+		for _, t := range paramsLike(g, "attn.out.w") {
+			params[t] = encode.G(0, hs)
+		}
+	}
+	if ffn > 0 {
+		segs = append(segs, encode.Segment{Name: "ffn", Units: ffn, Lengths: encode.RoundLengths(ffn, evenShares(n))})
+		fs := len(segs) - 1
+		for _, t := range paramsLike(g, "ffn.fc1.w") {
+			params[t] = encode.G(1, fs)
+		}
+		for _, t := range paramsLike(g, "ffn.fc1.b") {
+			params[t] = encode.G(0, fs)
+		}
+		for _, t := range paramsLike(g, "ffn.fc2.w") {
+			params[t] = encode.G(0, fs)
+		}
+	}
+	// Inputs stay whole: every device sees the whole batch.
+	p, err := assembleWith(g, n, segs, params, false)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func assembleWith(g *ir.Graph, n int, segs []encode.Segment, params map[ir.TensorID]encode.Layout, splitBatch bool) (*encode.Program, error) {
+	leaves := batchLeaves(g, segs, params)
+	if !splitBatch {
+		for i := range leaves {
+			if k := g.Tensors[leaves[i].Tensor].Kind; k == ir.Input || k == ir.Label {
+				leaves[i].Layout = encode.I
+			}
+		}
+	}
+	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: keepParams(g, leaves)}
+	p, err := encode.Assemble(g, n, segs, leaves, ch, padded)
+	if err != nil {
+		return nil, err
+	}
+	return p, encode.Check(g, p)
+}
+
+// expertParallel splits the experts of every MoE layer among devices and
+// runs everything else data parallel.
+func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
+	b, err := batchSize(g)
+	if err != nil {
+		return nil, err
+	}
+	experts := paramsLike(g, "moe.w1", "moe.w2", "moe.b1", "moe.b2")
+	if len(experts) == 0 {
+		return nil, fmt.Errorf("ep: %s has no mixture-of-experts layers (params named *.moe.w1)", g.Name)
+	}
+	e := g.Tensors[experts[0]].Shape[0]
+	segs := []encode.Segment{
+		{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, evenShares(n))},
+		{Name: "experts", Units: e, Lengths: encode.RoundLengths(e, evenShares(n))},
+	}
+	params := map[ir.TensorID]encode.Layout{}
+	for _, t := range experts {
+		params[t] = encode.G(0, 1)
+	}
+	return assemble(g, n, segs, params)
+}
