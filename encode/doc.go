@@ -7,11 +7,11 @@
 // per segment and device — with a checker that proves every precondition is
 // established. Later it also encodes these choices as solver problems.
 //
-//	               Identity ──dynamic-slice──► Gather(d) ──all-to-all──► Gather(d')
-//	                  ▲                          │  ▲
-//	           all-gather ◄──────────────────────┘  │ reduce-scatter
-//	                  │                              │
-//	   all-reduce ◄── Reduce ────────────────────────┘
+//	            Identity ──dynamic-slice──► Gather(d) ──all-to-all──► Gather(d')
+//	               ▲                          │  ▲
+//	        all-gather ◄──────────────────────┘  │ reduce-scatter
+//	               │                              │
+//	all-reduce ◄── Reduce ────────────────────────┘
 //
 // A Gather layout names a segment: a count of units (a batch of 32 samples,
 // 12 heads, a vocabulary of 33,278 rows) split into integer lengths per

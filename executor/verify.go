@@ -83,7 +83,9 @@ type Report struct {
 }
 
 // Max is the largest relative error of the three families.
-func (r *Report) Max() float64 { return math.Max(r.Loss.MaxRel, math.Max(r.Grads.MaxRel, r.Params.MaxRel)) }
+func (r *Report) Max() float64 {
+	return math.Max(r.Loss.MaxRel, math.Max(r.Grads.MaxRel, r.Params.MaxRel))
+}
 
 // Verify trains fwd for opt.Steps steps single-device and distributed under
 // p on the CPU backend, from the same initial parameters and the same
