@@ -270,7 +270,8 @@ func gradLayerNorm(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 }
 
 func gradEmbedding(c *gradCtx, op *Op, dy []TensorID) []TensorID {
-	return []TensorID{NoTensor, c.emit1(OpEmbeddingGrad, Attrs{Shape: c.t(op.Inputs[1]).Shape.Clone()}, op.Inputs[0], dy[0])}
+	a := Attrs{Shape: c.t(op.Inputs[1]).Shape.Clone(), Partial: op.Attrs.Partial, Offset: cloneInts(op.Attrs.Offset)}
+	return []TensorID{NoTensor, c.emit1(OpEmbeddingGrad, a, op.Inputs[0], dy[0])}
 }
 
 func gradReshape(c *gradCtx, op *Op, dy []TensorID) []TensorID {
