@@ -57,7 +57,9 @@ var ruleCases = []ruleCase{
 	{"attention/causal", func(b *ir.Builder) ir.TensorID {
 		return b.Attention(prm(b, "q", 6, 3, 4), prm(b, "k", 6, 3, 4), prm(b, "v", 6, 3, 4), true)
 	}},
-	{"conv2d", func(b *ir.Builder) ir.TensorID { return b.Conv2D(prm(b, "x", 6, 3, 4, 4), prm(b, "w", 5, 3, 3, 3), 1, 1) }},
+	{"conv2d", func(b *ir.Builder) ir.TensorID {
+		return b.Conv2D(prm(b, "x", 6, 3, 4, 4), prm(b, "w", 5, 3, 3, 3), 1, 1)
+	}},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 6, 5, 4, 4), 2, 2) }},
 	{"adaptive_avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 6, 5, 2, 3), 3, 2) }},
 	{"cross_entropy", func(b *ir.Builder) ir.TensorID { return b.CrossEntropy(prm(b, "x", 6, 5), b.Label("y", 6)) }},
