@@ -144,3 +144,25 @@ func RoundLengths(units int, shares []float64) []int {
 	}
 	return out
 }
+
+// MarshalText writes the String form: Identity, Reduce, Gather(dim,sSEG).
+func (l Layout) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText parses the String form.
+func (l *Layout) UnmarshalText(b []byte) error {
+	s := string(b)
+	switch s {
+	case "Identity":
+		*l = I
+		return nil
+	case "Reduce":
+		*l = R
+		return nil
+	}
+	var d, seg int
+	if n, err := fmt.Sscanf(s, "Gather(%d,s%d)", &d, &seg); err != nil || n != 2 || G(d, seg).String() != s || d < 0 || seg < 0 {
+		return fmt.Errorf("layout %q: want Identity, Reduce or Gather(dim,sSEG)", s)
+	}
+	*l = G(d, seg)
+	return nil
+}

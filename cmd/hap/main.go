@@ -43,6 +43,12 @@ func commands() []command {
 		{"models", "[--json] | models export NAME [--batch N] -o FILE", "list the model zoo, or export a model as graph JSON", runModels},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
+		{"devices", "[--json]", "the GPU catalog", runDevices},
+		{"clusters", "[--json]", "built-in clusters", runClusters},
+		{"plan", "--model M --cluster C --strategy S [-o FILE] [--json]", "make a distributed training plan", runPlan},
+		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
+		{"simulate", "PLAN [--trace FILE]", "estimated step time per device, Chrome trace", runSimulate},
+		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
 	}
 }
 

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"hap/cluster"
+	"hap/executor"
+	"hap/ir"
+	"hap/models"
+	"hap/plan"
+	"hap/strategy"
+)
+
+// modelFlags are the flags every command that builds a model takes.
+type modelFlags struct {
+	model, cluster      string
+	batch, experts      int
+	strategy, optimizer string
+}
+
+func (m *modelFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+}) {
+	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
+	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
+	fs.IntVar(&m.batch, "batch", 0, "global batch (default: the model's)")
+	fs.IntVar(&m.experts, "experts", 0, "MoE experts (default: 2 × devices)")
+	fs.StringVar(&m.strategy, "strategy", "", "hand-written strategy: "+strings.Join(strategy.Names(), ", "))
+	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
+}
+
+// build resolves the flags into a plan.
+func (m *modelFlags) build() (*plan.Plan, error) {
+	if m.model == "" || m.cluster == "" {
+		return nil, usageErr("need --model and --cluster")
+	}
+	if m.strategy == "" {
+		return nil, usageErr("need --strategy (one of %s); the synthesizer is not built yet", strings.Join(strategy.Names(), ", "))
+	}
+	if m.batch < 0 || m.experts < 0 {
+		return nil, usageErr("--batch and --experts must be positive")
+	}
+	in, err := plan.LoadInputs(m.model, models.Options{Batch: m.batch, Experts: m.experts}, m.cluster)
+	if err != nil {
+		return nil, err
+	}
+	switch m.optimizer {
+	case "adam":
+	case "sgd":
+		in.Optimizer = ir.SGD(1e-3)
+	default:
+		return nil, usageErr("--optimizer must be adam or sgd")
+	}
+	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	return plan.Build(in, p, m.strategy, plan.Solver{Status: "heuristic"})
+}
+
+func runPlan(e *env, args []string) error {
+	fs := flags(e, "plan", "--model M --cluster C --strategy S [--batch N] [-o FILE] [--json]")
+	var m modelFlags
+	m.register(fs)
+	out := fs.StringP("output", "o", "", "write the plan to FILE")
+	asJSON := fs.Bool("json", false, "print the plan document on stdout")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	pl, err := m.build()
+	if err != nil {
+		return err
+	}
+	data, err := pl.Encode()
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, data, 0o644); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		_, err := e.stdout.Write(data)
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s on %s (%d devices), strategy %s: step %.4g s\n", pl.Model.Name, pl.Cluster.Name, pl.Cluster.Devices, pl.Options.Strategy, pl.Cost.StepSeconds)
+	if *out != "" {
+		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
+	}
+	return nil
+}
+
+// loadPlanOrBuild reads PLAN from the first argument, or builds one from
+// the model flags.
+func loadPlanOrBuild(fsArgs []string, m *modelFlags) (*plan.Plan, error) {
+	switch {
+	case len(fsArgs) == 1 && m.model == "":
+		return plan.Read(fsArgs[0])
+	case len(fsArgs) == 0:
+		return m.build()
+	}
+	return nil, usageErr("give either a plan file or --model/--cluster/--strategy")
+}
+
+func runVerify(e *env, args []string) error {
+	fs := flags(e, "verify", "(PLAN | --model M --cluster C --strategy S) [--steps K] [--dtype float64|float32] [--json]")
+	var m modelFlags
+	m.register(fs)
+	steps := fs.Int("steps", 2, "training steps to compare")
+	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
+	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	dt, err := ir.ParseDType(*dtype)
+	if err != nil || !dt.IsFloat() {
+		return usageErr("--dtype must be float32 or float64")
+	}
+	if *steps < 1 {
+		return usageErr("--steps must be ≥ 1")
+	}
+	if *tol == 0 {
+		*tol = 1e-10
+		if dt == ir.Float32 {
+			*tol = 1e-5
+		}
+	}
+	pl, err := loadPlanOrBuild(fs.Args(), &m)
+	if err != nil {
+		return err
+	}
+	in, p, err := pl.Resolve()
+	if err != nil {
+		return err
+	}
+	g, err := models.Load(in.ModelSpec, models.Options{Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts, DType: dt})
+	if err != nil {
+		return err
+	}
+	// SGD: Adam divides by √v, which turns ~1e-16 rounding noise on
+	// exactly-zero gradients into lr-sized steps and hides real agreement.
+	rep, err := executor.Verify(g, p, executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: ir.SGD(1e-2)})
+	if err != nil {
+		return err
+	}
+	ok := rep.Max() <= *tol
+	if *asJSON {
+		if err := writeJSON(e, struct {
+			*executor.Report
+			Tolerance float64 `json:"tolerance"`
+			Pass      bool    `json:"pass"`
+		}{rep, *tol, ok}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "%s on %d CPU devices vs single device, %d steps, %s\n", pl.Model.Name, rep.Devices, rep.Steps, rep.DType)
+		for _, r := range []struct {
+			name string
+			d    executor.Diff
+		}{{"loss", rep.Loss}, {"gradients", rep.Grads}, {"parameters", rep.Params}} {
+			fmt.Fprintf(e.stdout, "  %-10s max abs %-10.3g max rel %-10.3g (%s)\n", r.name, r.d.MaxAbs, r.d.MaxRel, r.d.Worst)
+		}
+		verdict := "PASS"
+		if !ok {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(e.stdout, "%s: max relative error %.3g, tolerance %.0g\n", verdict, rep.Max(), *tol)
+	}
+	if !ok {
+		return fmt.Errorf("max relative error %.3g exceeds tolerance %.0g (worst: %s)", rep.Max(), *tol, rep.Grads.Worst)
+	}
+	return nil
+}
+
+func runSimulate(e *env, args []string) error {
+	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json]")
+	trace := fs.String("trace", "", "write a Chrome trace (open in Perfetto)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErr("want one plan file")
+	}
+	pl, err := plan.Read(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	in, p, err := pl.Resolve()
+	if err != nil {
+		return err
+	}
+	res, err := plan.Simulate(in, p)
+	if err != nil {
+		return err
+	}
+	if *trace != "" {
+		f, err := os.Create(*trace)
+		if err != nil {
+			return err
+		}
+		if err := res.WriteTrace(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return writeJSON(e, res)
+	}
+	return res.WriteSummary(e.stdout)
+}
+
+func runDevices(e *env, args []string) error {
+	fs := flags(e, "devices", "[--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(e, cluster.Catalog())
+	}
+	return cluster.FormatCatalog(e.stdout, cluster.Catalog())
+}
+
+func runClusters(e *env, args []string) error {
+	fs := flags(e, "clusters", "[--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cs := cluster.Builtins()
+	if *asJSON {
+		type row struct {
+			*cluster.Cluster
+			Devices int    `json:"devices"`
+			Summary string `json:"summary"`
+		}
+		var rows []row
+		for _, c := range cs {
+			rows = append(rows, row{c, c.NumDevices(), c.Summary()})
+		}
+		return writeJSON(e, rows)
+	}
+	return cluster.FormatClusters(e.stdout, cs)
+}

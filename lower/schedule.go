@@ -1,0 +1,136 @@
+package lower
+
+import (
+	"fmt"
+
+	"hap/cost"
+	"hap/ir"
+)
+
+// collectiveKinds maps ir's collective ops to the cost model's.
+var collectiveKinds = map[ir.OpKind]cost.Collective{
+	ir.OpAllGather:     cost.AllGather,
+	ir.OpReduceScatter: cost.ReduceScatter,
+	ir.OpAllReduce:     cost.AllReduce,
+	ir.OpAllToAll:      cost.AllToAll,
+}
+
+// Schedule turns every device's local training step (one graph per device,
+// as BuildLocal and ir.BuildTrainStep make them) into the per-device
+// program the simulator and runtimes consume: one kernel per op with its
+// work, one collective call per collective op with every rank's element
+// count and its method, data dependencies, and memory: parameters, inputs
+// and optimizer state resident; activations and gradients allocated by
+// their producer and freed after their last use; updates in place.
+func Schedule(steps []*ir.Graph) (*Program, error) {
+	n := len(steps)
+	group := make([]int, n)
+	for i := range group {
+		group[i] = i
+	}
+	p := &Program{Devices: make([]DeviceProgram, n)}
+	for d, g := range steps {
+		dp := &p.Devices[d]
+		last := make([]int, len(g.Tensors))
+		for i := range last {
+			last[i] = -1
+		}
+		for i := range g.Ops {
+			for _, in := range g.Ops[i].Inputs {
+				last[in] = i
+			}
+		}
+		for i := range g.Tensors {
+			if t := &g.Tensors[i]; t.Kind.IsLeaf() {
+				dp.Resident += bytesOf(t)
+			}
+		}
+		instr := make([]int, len(g.Ops))
+		collectives := 0
+		for i := range g.Ops {
+			op := &g.Ops[i]
+			in := Instr{Name: op.Name}
+			for _, t := range op.Inputs {
+				if prod := g.Tensors[t].Producer; prod != ir.NoOp {
+					in.Deps = append(in.Deps, instr[prod])
+				}
+			}
+			if kind, ok := collectiveKinds[op.Kind]; ok {
+				c, err := commOf(g, op, kind, collectives, group)
+				if err != nil {
+					return nil, fmt.Errorf("device %d op %q: %w", d, op.Name, err)
+				}
+				in.Comm = c
+				collectives++
+			} else {
+				fwd, _ := g.Work(op.ID)
+				in.Kernel = &Kernel{Op: string(op.Kind), Work: &cost.Work{Class: fwd.Class, FLOPs: fwd.FLOPs, Bytes: fwd.Bytes}}
+			}
+			if op.Phase != ir.Update {
+				for _, t := range op.Outputs {
+					in.Alloc += bytesOf(&g.Tensors[t])
+				}
+			}
+			for _, t := range op.Inputs {
+				tt := &g.Tensors[t]
+				if last[t] == i && !tt.Kind.IsLeaf() {
+					in.Free += bytesOf(tt)
+				}
+			}
+			instr[i] = dp.Append(in)
+		}
+	}
+	return p, p.Validate()
+}
+
+func bytesOf(t *ir.Tensor) int64 { return int64(t.Shape.Numel() * t.DType.Size()) }
+
+// commOf describes a collective op as a call: every rank's element count in
+// the cost model's convention, and the method for uneven pieces.
+func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (*Comm, error) {
+	x := &g.Tensors[op.Inputs[0]]
+	a := &op.Attrs
+	n := len(group)
+	counts := make([]int64, n)
+	even := true
+	// inner is the elements per unit length of the cut dimension.
+	inner := func(s ir.Shape, axis int) int64 {
+		p := int64(1)
+		for d, v := range s {
+			if d != axis {
+				p *= int64(v)
+			}
+		}
+		return p
+	}
+	switch op.Kind {
+	case ir.OpAllGather, ir.OpReduceScatter:
+		u := inner(x.Shape, a.Axis)
+		for r, s := range a.Sizes {
+			counts[r] = int64(s) * u
+			even = even && s == a.Sizes[0]
+		}
+	case ir.OpAllToAll:
+		u := inner(x.Shape, a.Axes[0])
+		for r, s := range a.Sizes {
+			counts[r] = int64(s) * u
+			even = even && s == a.Sizes[0] && a.Split[r] == a.Split[0]
+		}
+	default:
+		for r := range counts {
+			counts[r] = int64(x.Shape.Numel())
+		}
+	}
+	c := &Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: int64(x.DType.Size())}
+	switch {
+	case even || op.Kind == ir.OpAllReduce:
+		c.Method = cost.MethodEven
+	case op.Kind == ir.OpAllToAll:
+		c.Method = cost.MethodGrouped
+	case a.Method == "grouped":
+		c.Method = cost.MethodGrouped
+	default:
+		c.Method = cost.MethodPadded
+	}
+	return c, nil
+}

@@ -1,0 +1,314 @@
+// Package plan owns hap's plan document: a distributed program for one
+// model on one cluster, with everything needed to reproduce, explain,
+// simulate, verify and run it — input hashes, the integer shard lengths
+// (ratios) per segment and device, each fed tensor's layout, the
+// instruction sequence by name, the estimated cost per device, and how it
+// was found (strategy or solver, status, bound, gap, versions).
+//
+// Same inputs give the same bytes: the document holds no timestamps, and
+// maps are avoided so key order is fixed.
+//
+// plan imports ir, models, cluster, cost, encode, lower and sim.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+	"hap/lower"
+	"hap/models"
+	"hap/sim"
+)
+
+// Schema identifies the document version.
+const Schema = "hap.plan/v1"
+
+// Plan is the document.
+type Plan struct {
+	Schema  string           `json:"schema"`
+	Model   ModelRef         `json:"model"`
+	Cluster ClusterRef       `json:"cluster"`
+	Options Options          `json:"options"`
+	Ratios  []encode.Segment `json:"ratios"`
+	Leaves  []LeafDoc        `json:"leaves"`
+	Program []InstrDoc       `json:"program"`
+	Cost    Cost             `json:"cost"`
+	Solver  Solver           `json:"solver"`
+}
+
+// ModelRef says which model the plan is for and how to rebuild it.
+type ModelRef struct {
+	Spec    string `json:"spec"` // zoo name or graph file
+	Name    string `json:"name"`
+	Batch   int    `json:"batch,omitempty"`
+	Experts int    `json:"experts,omitempty"`
+	Params  int64  `json:"params"`
+	Hash    string `json:"sha256"` // of the forward graph's JSON
+}
+
+// ClusterRef says which cluster.
+type ClusterRef struct {
+	Spec    string `json:"spec"`
+	Name    string `json:"name"`
+	Devices int    `json:"devices"`
+	Hash    string `json:"sha256"` // of the cluster's JSON form
+}
+
+// Options are the planning options that shaped the plan.
+type Options struct {
+	Strategy  string `json:"strategy"` // "hap" for the synthesizer
+	Optimizer string `json:"optimizer"`
+}
+
+// LeafDoc is a fed tensor's layout.
+type LeafDoc struct {
+	Tensor string        `json:"tensor"`
+	Layout encode.Layout `json:"layout"`
+}
+
+// InstrDoc is one instruction, by name.
+type InstrDoc struct {
+	Kind       string          `json:"kind"` // compute or comm
+	Op         string          `json:"op,omitempty"`
+	OpKind     ir.OpKind       `json:"op_kind,omitempty"`
+	Rule       string          `json:"rule,omitempty"`
+	In         []encode.Layout `json:"in,omitempty"`
+	Out        []encode.Layout `json:"out,omitempty"`
+	Tensor     string          `json:"tensor,omitempty"`
+	From       *encode.Layout  `json:"from,omitempty"`
+	To         *encode.Layout  `json:"to,omitempty"`
+	Collective ir.OpKind       `json:"collective,omitempty"`
+	Method     string          `json:"method,omitempty"`
+}
+
+// Cost is the simulated step.
+type Cost struct {
+	StepSeconds float64           `json:"step_seconds"`
+	PerDevice   []sim.DeviceStats `json:"per_device"`
+}
+
+// Solver says how the plan was found.
+type Solver struct {
+	// Status: "heuristic" for hand-written strategies; "optimal" or
+	// "feasible" for the synthesizer.
+	Status   string     `json:"status"`
+	Seconds  float64    `json:"seconds"`
+	Gap      float64    `json:"gap"`
+	Bound    float64    `json:"bound,omitempty"`
+	Versions []Software `json:"versions,omitempty"`
+}
+
+// Software is one component's version.
+type Software struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Inputs bundle what a plan is made from.
+type Inputs struct {
+	ModelSpec   string
+	ModelOpts   models.Options
+	Graph       *ir.Graph
+	ClusterSpec string
+	Cluster     *cluster.Cluster
+	Optimizer   ir.Optimizer
+}
+
+// LoadInputs resolves a model spec and a cluster spec. MoE zoo models get
+// 2 × devices experts unless opt says otherwise, as in the paper.
+func LoadInputs(modelSpec string, opt models.Options, clusterSpec string) (*Inputs, error) {
+	c, err := cluster.Load(clusterSpec)
+	if err != nil {
+		return nil, err
+	}
+	if cfg, err := models.Lookup(modelSpec); err == nil && cfg.Arch == models.ArchBERTMoE && opt.Experts == 0 {
+		opt.Experts = 2 * c.NumDevices()
+	}
+	g, err := models.Load(modelSpec, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &Inputs{ModelSpec: modelSpec, ModelOpts: opt, Graph: g, ClusterSpec: clusterSpec, Cluster: c, Optimizer: ir.Adam(1e-3)}, nil
+}
+
+// GraphHash is the SHA-256 of a forward graph's JSON.
+func GraphHash(g *ir.Graph) string {
+	var buf bytes.Buffer
+	if err := ir.EncodeJSON(&buf, g); err != nil {
+		return ""
+	}
+	h := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(h[:])
+}
+
+func clusterHash(c *cluster.Cluster) string {
+	b, _ := json.Marshal(c)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Build makes the plan document for program p, simulating it for its cost.
+func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan, error) {
+	g := in.Graph
+	if err := encode.Check(g, p); err != nil {
+		return nil, err
+	}
+	pl := &Plan{
+		Schema: Schema,
+		Model: ModelRef{Spec: in.ModelSpec, Name: g.Name, Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts,
+			Params: g.ParamCount(), Hash: GraphHash(g)},
+		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.Cluster.Name, Devices: in.Cluster.NumDevices(), Hash: clusterHash(in.Cluster)},
+		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
+		Ratios:  p.Segments,
+		Solver:  solver,
+	}
+	for _, lf := range p.Leaves {
+		pl.Leaves = append(pl.Leaves, LeafDoc{Tensor: g.Tensors[lf.Tensor].Name, Layout: lf.Layout})
+	}
+	for i := range p.Instrs {
+		in := &p.Instrs[i]
+		if in.Kind == encode.Compute {
+			op := &g.Ops[in.Op]
+			pl.Program = append(pl.Program, InstrDoc{Kind: "compute", Op: op.Name, OpKind: op.Kind, Rule: in.Rule.Name, In: in.Rule.In, Out: in.Rule.Out})
+			continue
+		}
+		from, to := in.From, in.To
+		pl.Program = append(pl.Program, InstrDoc{Kind: "comm", Tensor: g.Tensors[in.Tensor].Name, From: &from, To: &to, Collective: in.Collective, Method: in.Method})
+	}
+	res, err := Simulate(in, p)
+	if err != nil {
+		return nil, err
+	}
+	pl.Cost = Cost{StepSeconds: res.StepSeconds, PerDevice: res.Devices}
+	return pl, nil
+}
+
+// Lower builds every device's training step for p.
+func Lower(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
+	steps := make([]*ir.Graph, p.Devices)
+	for r := range steps {
+		loc, err := lower.BuildLocal(g, p, r)
+		if err != nil {
+			return nil, err
+		}
+		if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
+			return nil, fmt.Errorf("device %d: %w", r, err)
+		}
+	}
+	return steps, nil
+}
+
+// Simulate lowers p, schedules it and runs the simulator under the
+// cluster's cost model.
+func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
+	steps, err := Lower(in.Graph, p, in.Optimizer)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := lower.Schedule(steps)
+	if err != nil {
+		return nil, err
+	}
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return sim.Run(prog, m)
+}
+
+// Encode writes the plan as indented JSON.
+func (pl *Plan) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(pl, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Read loads a plan file.
+func Read(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var pl Plan
+	if err := dec.Decode(&pl); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if pl.Schema != Schema {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, pl.Schema, Schema)
+	}
+	return &pl, nil
+}
+
+// Resolve rebuilds the model and cluster a plan names, checks they are
+// the ones it was made for, and turns its program back into IDs, checked.
+func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
+	in, err := LoadInputs(pl.Model.Spec, models.Options{Batch: pl.Model.Batch, Experts: pl.Model.Experts}, pl.Cluster.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h := GraphHash(in.Graph); h != pl.Model.Hash {
+		return nil, nil, fmt.Errorf("model %s no longer matches the plan (graph hash %.12s, plan has %.12s)", pl.Model.Spec, h, pl.Model.Hash)
+	}
+	if h := clusterHash(in.Cluster); h != pl.Cluster.Hash {
+		return nil, nil, fmt.Errorf("cluster %s no longer matches the plan (hash %.12s, plan has %.12s)", pl.Cluster.Spec, h, pl.Cluster.Hash)
+	}
+	if pl.Options.Optimizer == "sgd" {
+		in.Optimizer = ir.SGD(1e-3)
+	}
+	g := in.Graph
+	tensor := func(name string) (ir.TensorID, error) {
+		if id, ok := g.TensorByName(name); ok {
+			return id, nil
+		}
+		return ir.NoTensor, fmt.Errorf("plan names tensor %q, which %s lacks", name, g.Name)
+	}
+	opByName := map[string]ir.OpID{}
+	for i := range g.Ops {
+		opByName[g.Ops[i].Name] = ir.OpID(i)
+	}
+	p := &encode.Program{Devices: pl.Cluster.Devices, Segments: pl.Ratios}
+	for _, lf := range pl.Leaves {
+		id, err := tensor(lf.Tensor)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Leaves = append(p.Leaves, encode.LeafLayout{Tensor: id, Layout: lf.Layout})
+	}
+	for i, d := range pl.Program {
+		switch d.Kind {
+		case "compute":
+			id, ok := opByName[d.Op]
+			if !ok {
+				return nil, nil, fmt.Errorf("program[%d]: no op named %q in %s", i, d.Op, g.Name)
+			}
+			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Compute, Op: id, Rule: encode.Rule{Name: d.Rule, In: d.In, Out: d.Out}})
+		case "comm":
+			id, err := tensor(d.Tensor)
+			if err != nil {
+				return nil, nil, fmt.Errorf("program[%d]: %w", i, err)
+			}
+			if d.From == nil || d.To == nil {
+				return nil, nil, fmt.Errorf("program[%d]: comm needs from and to", i)
+			}
+			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Comm, Tensor: id, From: *d.From, To: *d.To, Collective: d.Collective, Method: d.Method})
+		default:
+			return nil, nil, fmt.Errorf("program[%d]: kind %q, want compute or comm", i, d.Kind)
+		}
+	}
+	if err := encode.Check(g, p); err != nil {
+		return nil, nil, err
+	}
+	return in, p, nil
+}
