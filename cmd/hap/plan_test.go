@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The issue's acceptance matrix: hap verify passes for every tiny zoo
+// model under dp-ev, dp-cp and megatron (and ep for MoE) on paper-8, in
+// float32 (1e-5) and float64 (1e-10).
+func TestVerifyTinyZooOnPaper8(t *testing.T) {
+	models := []string{"mlp-tiny", "bert-base-tiny", "vit-tiny", "vgg19-tiny", "bert-moe-tiny"}
+	for _, m := range models {
+		strategies := []string{"dp-ev", "dp-cp", "megatron", "tp"}
+		if m == "bert-moe-tiny" {
+			strategies = append(strategies, "ep")
+		}
+		for _, s := range strategies {
+			for _, dt := range []string{"float32", "float64"} {
+				code, out, errs := runCLI("verify", "--model", m, "--cluster", "paper-8", "--strategy", s, "--dtype", dt, "--json")
+				if code != 0 {
+					t.Errorf("%s %s %s: exit %d: %s %s", m, s, dt, code, errs, out)
+					continue
+				}
+				var rep struct{ Pass bool }
+				if err := json.Unmarshal([]byte(out), &rep); err != nil || !rep.Pass {
+					t.Errorf("%s %s %s: %s", m, s, dt, out)
+				}
+			}
+		}
+	}
+}
+
+func TestPlanFileThenVerifySimulateExplain(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "plan.json")
+	code, out, errs := runCLI("plan", "--model", "bert-moe-tiny", "--cluster", "paper-8", "--strategy", "ep", "-o", f, "--json")
+	if code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"schema", "model", "cluster", "ratios", "program", "cost", "solver"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("plan lacks %q", k)
+		}
+	}
+	var c struct {
+		StepSeconds float64           `json:"step_seconds"`
+		PerDevice   []json.RawMessage `json:"per_device"`
+	}
+	json.Unmarshal(doc["cost"], &c)
+	if c.StepSeconds <= 0 || len(c.PerDevice) != 8 {
+		t.Errorf("cost %+v", c)
+	}
+	// Same inputs, same bytes.
+	_, again, _ := runCLI("plan", "--model", "bert-moe-tiny", "--cluster", "paper-8", "--strategy", "ep", "--json")
+	if again != out {
+		t.Error("planning twice gave different bytes")
+	}
+	if code, _, errs := runCLI("verify", f); code != 0 {
+		t.Errorf("verify: %d %s", code, errs)
+	}
+	trace := filepath.Join(dir, "trace.json")
+	if code, _, errs := runCLI("simulate", f, "--trace", trace); code != 0 {
+		t.Errorf("simulate: %d %s", code, errs)
+	}
+	if b, err := os.ReadFile(trace); err != nil || !bytes.Contains(b, []byte("traceEvents")) {
+		t.Errorf("trace: %v", err)
+	}
+	code, out, errs = runCLI("explain", f)
+	if code != 0 || !strings.Contains(out, "Ratios") || !strings.Contains(out, "dp-ev") {
+		t.Errorf("explain: %d %s %s", code, errs, out)
+	}
+}
+
+func TestPlanCommandsRejectBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"schema":"hap.plan/v9"}`), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"plan", "--model", "mlp-tiny"}, 2, "need --model and --cluster"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8"}, 2, "need --strategy"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "zero9"}, 1, `unknown strategy "zero9"`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "nowhere", "--strategy", "dp-ev"}, 1, "nowhere"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "ep"}, 1, "no mixture-of-experts"},
+		{[]string{"verify", bad}, 1, "schema"},
+		{[]string{"verify", filepath.Join(dir, "missing.json")}, 1, "no such file"},
+		{[]string{"simulate"}, 2, "want one plan file"},
+		{[]string{"explain", bad}, 1, "schema"},
+		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
+	}
+	for _, c := range cases {
+		code, _, errs := runCLI(c.args...)
+		if code != c.code || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d stderr %q; want exit %d mentioning %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
+func TestCatalogAndClustersJSON(t *testing.T) {
+	code, out, _ := runCLI("devices", "--json")
+	if code != 0 {
+		t.Fatal("devices failed")
+	}
+	for _, d := range []string{"P100", "V100", "T4", "A10", "L4", "A100", "H100", "H200", "3090", "4090"} {
+		if !strings.Contains(out, d) {
+			t.Errorf("catalog lacks %s", d)
+		}
+	}
+	code, out, _ = runCLI("clusters", "--json")
+	if code != 0 {
+		t.Fatal("clusters failed")
+	}
+	for _, c := range []string{"paper-8", "paper-16", "paper-32", "paper-64", "paper-29", "v100-8", "a100-8"} {
+		if !strings.Contains(out, `"`+c+`"`) {
+			t.Errorf("clusters lack %s", c)
+		}
+	}
+}
