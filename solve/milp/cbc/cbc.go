@@ -1,0 +1,373 @@
+// Package cbc is hap's MILP backend over COIN-OR CBC 2.10 (Debian's coinor-libcbc-dev), through cgo
+// and CBC's C interface (coin/Cbc_C_Interface.h, linked as CbcSolver via pkg-config cbc). It owns
+// the translation of a milp.Model into a CBC model, the solve, and the reading of CBC's status,
+// solution and bound back into a milp.Result.
+//
+// It imports nothing of hap except package milp (whose Solver interface it implements); callers
+// should depend on milp.Solver, not on this package.
+//
+// # How CBC is driven
+//
+//   - Every solve builds a fresh CBC model, loads the whole matrix at once (Cbc_loadProblem), names
+//     the columns (x0, x1, …; CBC's MIP start goes by name), solves, reads everything it needs, and
+//     deletes the model. Nothing CBC-side outlives a call. Cbc_addCol/Cbc_addRow are not used, so
+//     their abort on a NULL name cannot happen; Cbc_addRow would also abort on ranged rows, which
+//     Cbc_loadProblem takes as lower/upper pairs.
+//   - CBC is not thread-safe (its solver keeps global state), so all solves in the process are
+//     serialised by one package-level lock; Solve may be called from any number of goroutines.
+//   - CBC's log is switched off (Cbc_setLogLevel 0 and the "log"/"slogLevel" parameters 0), so
+//     nothing is printed on stdout; the tests check this.
+//   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
+//     applies time limits to branch and bound only, so an LP solve is not time-limited.
+//   - Options.Threads > 1 runs CBC's parallel branch and bound in its repeatable mode.
+//
+// # Cancellation
+//
+// CBC's C interface has no way to abort a running solve. Solve honours ctx before starting and while
+// waiting for the process-wide lock, and turns a ctx deadline into a time limit (the tighter of it
+// and Options.TimeLimit), so a deadline stops the search and returns the incumbent. A cancellation
+// without a deadline takes effect only once the running solve ends.
+package cbc
+
+/*
+#cgo pkg-config: cbc
+#include <stdio.h>
+#include <stdlib.h>
+#include <coin/Cbc_C_Interface.h>
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"hap/solve/milp"
+)
+
+// Version returns the version of the linked CBC library, for example "2.10.8".
+func Version() string {
+	return C.GoString(C.Cbc_getVersion())
+}
+
+// solveLock serialises every call into CBC in this process: CBC 2.10 is not thread-safe (CbcMain1
+// and Clp use static state), so this one piece of package-level state is required for Solver to be
+// safe for concurrent use. It is a channel so that waiting for it can be abandoned when ctx ends.
+var solveLock = make(chan struct{}, 1)
+
+// Solver is the CBC backend. The zero value is ready to use and safe for concurrent use.
+type Solver struct{}
+
+var _ milp.Solver = Solver{}
+
+// Solve solves m with CBC. See milp.Solver for the contract and the package documentation for how
+// ctx is honoured.
+func (Solver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opt.Validate(m); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cbc: %w", err)
+	}
+	select {
+	case solveLock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cbc: waiting for the solver: %w", ctx.Err())
+	}
+	defer func() { <-solveLock }()
+
+	limit := opt.TimeLimit
+	if dl, ok := ctx.Deadline(); ok {
+		rem := time.Until(dl)
+		if rem <= 0 {
+			return nil, fmt.Errorf("cbc: %w", context.DeadlineExceeded)
+		}
+		if limit == 0 || rem < limit {
+			limit = rem
+		}
+	}
+	if len(m.Cols) == 0 {
+		return solveEmpty(m), nil
+	}
+	// CBC runs on this thread for the whole solve; keep the goroutine there so that nothing else
+	// is scheduled onto a thread that is deep in C (not required for correctness).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return solve(m, opt, limit)
+}
+
+// solveEmpty handles a model without columns, which CBC does not accept: every row's activity is 0.
+func solveEmpty(m *milp.Model) *milp.Result {
+	for _, r := range m.Rows {
+		if r.Lower > 0 || r.Upper < 0 {
+			b := math.Inf(1)
+			if m.Sense == milp.Maximize {
+				b = math.Inf(-1)
+			}
+			return &milp.Result{Status: milp.Infeasible, Objective: math.NaN(), Bound: b, Gap: math.Inf(1)}
+		}
+	}
+	return &milp.Result{Status: milp.Optimal, Objective: m.ObjConst, Bound: m.ObjConst, Values: []float64{}}
+}
+
+// cbcInf maps ±Inf to CBC's infinity (COIN_DBL_MAX = DBL_MAX).
+func cbcInf(f float64) C.double {
+	switch {
+	case math.IsInf(f, 1):
+		return C.double(math.MaxFloat64)
+	case math.IsInf(f, -1):
+		return C.double(-math.MaxFloat64)
+	}
+	return C.double(f)
+}
+
+// cstrings holds C copies of Go strings until free.
+type cstrings []*C.char
+
+func (s *cstrings) add(v string) *C.char {
+	c := C.CString(v)
+	*s = append(*s, c)
+	return c
+}
+
+func (s cstrings) free() {
+	for _, c := range s {
+		C.free(unsafe.Pointer(c))
+	}
+}
+
+func colName(j int) string { return "x" + strconv.Itoa(j) }
+
+// solve runs one CBC solve. Called with solveLock held.
+func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
+	n, nr := len(m.Cols), len(m.Rows)
+
+	// Column-major (CSC) matrix from the rows.
+	start := make([]C.CoinBigIndex, n+1)
+	for _, r := range m.Rows {
+		for _, e := range r.Coefs {
+			start[e.Col+1]++
+		}
+	}
+	for j := 0; j < n; j++ {
+		start[j+1] += start[j]
+	}
+	nnz := int(start[n])
+	index := make([]C.int, nnz+1) // +1: never pass a pointer to an empty slice
+	value := make([]C.double, nnz+1)
+	next := make([]C.CoinBigIndex, n)
+	copy(next, start[:n])
+	for i, r := range m.Rows {
+		for _, e := range r.Coefs {
+			k := next[e.Col]
+			index[k], value[k] = C.int(i), C.double(e.Val)
+			next[e.Col]++
+		}
+	}
+	colLo, colUp, obj := make([]C.double, n), make([]C.double, n), make([]C.double, n)
+	for j, c := range m.Cols {
+		colLo[j], colUp[j], obj[j] = cbcInf(c.Lower), cbcInf(c.Upper), C.double(c.Obj)
+	}
+	rowLo, rowUp := make([]C.double, nr+1), make([]C.double, nr+1)
+	for i, r := range m.Rows {
+		rowLo[i], rowUp[i] = cbcInf(r.Lower), cbcInf(r.Upper)
+	}
+
+	model := C.Cbc_newModel()
+	if model == nil {
+		return nil, fmt.Errorf("cbc: Cbc_newModel failed")
+	}
+	defer C.Cbc_deleteModel(model)
+	var strs cstrings
+	defer func() { strs.free() }()
+
+	C.Cbc_loadProblem(model, C.int(n), C.int(nr), &start[0], &index[0], &value[0],
+		&colLo[0], &colUp[0], &obj[0], &rowLo[0], &rowUp[0])
+	for j, c := range m.Cols {
+		C.Cbc_setColName(model, C.int(j), strs.add(colName(j)))
+		if c.Integer {
+			C.Cbc_setInteger(model, C.int(j))
+		}
+	}
+	if m.Sense == milp.Maximize {
+		C.Cbc_setObjSense(model, -1)
+	}
+
+	// Quiet: the model's log level, and the equivalent command-line parameters for CbcMain1.
+	C.Cbc_setLogLevel(model, 0)
+	setParam(model, &strs, "log", "0")
+	setParam(model, &strs, "slogLevel", "0")
+	if limit > 0 {
+		secs := limit.Seconds()
+		C.Cbc_setMaximumSeconds(model, C.double(secs))
+		setParam(model, &strs, "seconds", strconv.FormatFloat(secs, 'f', -1, 64))
+	}
+	if opt.RelGap > 0 {
+		C.Cbc_setAllowableFractionGap(model, C.double(opt.RelGap))
+		setParam(model, &strs, "ratioGap", strconv.FormatFloat(opt.RelGap, 'g', -1, 64))
+	}
+	if opt.Threads > 1 {
+		// 100+n: n threads with a repeatable search (CBC's convention).
+		setParam(model, &strs, "threads", strconv.Itoa(100+opt.Threads))
+	}
+	if len(opt.Start) > 0 {
+		names := make([]*C.char, 0, len(opt.Start))
+		vals := make([]C.double, 0, len(opt.Start))
+		for j := 0; j < n; j++ { // column order: deterministic
+			if v, ok := opt.Start[j]; ok {
+				names = append(names, strs.add(colName(j)))
+				vals = append(vals, C.double(v))
+			}
+		}
+		C.Cbc_setMIPStart(model, C.int(len(names)), &names[0], &vals[0])
+	}
+
+	t0 := time.Now()
+	C.Cbc_solve(model)
+	res := &milp.Result{}
+	err := read(model, m, !m.HasIntegers(), res)
+	res.Runtime = time.Since(t0)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func setParam(model unsafe.Pointer, strs *cstrings, name, value string) {
+	C.Cbc_setParameter(model, strs.add(name), strs.add(value))
+}
+
+// cbcHuge: CBC reports "no bound" as ±DBL_MAX (or other huge values); anything beyond this is
+// treated as infinite.
+const cbcHuge = 1e300
+
+// read turns CBC's state after Cbc_solve into res. Called before the model is deleted (every
+// pointer CBC returns points into the model). Which getters mean something depends on the path CBC
+// took, so the status is decided first:
+//
+//   - No integer columns: Cbc_solve ran Clp's initialSolve only. Cbc_status is -1,
+//     Cbc_getBestPossibleObjValue is meaningless, and Cbc_isProvenInfeasible is true for primal
+//     infeasibility and for dual infeasibility (unboundedness) alike; lpFeasible tells them apart.
+//   - With integers: CbcMain1 ran branch and bound. Cbc_bestSolution is NULL unless an integer
+//     solution was found; unboundedness of the relaxation is Cbc_isContinuousUnbounded (secondary
+//     status 7); a limit is status 1 (secondary 3 nodes, 4 time, 5 user event, 6 solutions).
+func read(model unsafe.Pointer, m *milp.Model, lpOnly bool, res *milp.Result) error {
+	n := len(m.Cols)
+	sign := 1.0 // +1 minimising: bounds are lower bounds
+	if m.Sense == milp.Maximize {
+		sign = -1
+	}
+	var values []float64
+	bound := math.NaN()
+	switch {
+	case lpOnly:
+		switch {
+		case C.Cbc_isProvenOptimal(model) != 0:
+			res.Status = milp.Optimal
+		case C.Cbc_isProvenInfeasible(model) != 0:
+			if lpFeasible(model, n) {
+				res.Status = milp.Unbounded
+			} else {
+				res.Status = milp.Infeasible
+			}
+		case C.Cbc_isAbandoned(model) != 0:
+			return fmt.Errorf("cbc: LP solve abandoned (numerical difficulties)")
+		default:
+			res.Status = milp.NoSolution
+		}
+		if res.Status == milp.Optimal {
+			p := C.Cbc_getColSolution(model)
+			if p == nil {
+				return fmt.Errorf("cbc: optimal LP without a solution vector")
+			}
+			values = goFloats(p, n)
+		}
+	default:
+		best := C.Cbc_bestSolution(model)
+		st := C.Cbc_status(model)
+		switch {
+		case C.Cbc_isProvenOptimal(model) != 0 && best != nil:
+			res.Status = milp.Optimal
+		case C.Cbc_isContinuousUnbounded(model) != 0 || C.Cbc_secondaryStatus(model) == 7:
+			res.Status = milp.Unbounded
+		case C.Cbc_isProvenInfeasible(model) != 0:
+			res.Status = milp.Infeasible
+		case st == 2 && best == nil:
+			return fmt.Errorf("cbc: solve abandoned (numerical difficulties)")
+		case best != nil:
+			res.Status = milp.Feasible // stopped at a limit (or abandoned) with an incumbent
+		default:
+			res.Status = milp.NoSolution
+		}
+		if best != nil && res.Status.HasSolution() {
+			values = goFloats(best, n)
+		}
+		if b := float64(C.Cbc_getBestPossibleObjValue(model)); math.Abs(b) < cbcHuge {
+			bound = b + m.ObjConst
+		}
+	}
+
+	switch res.Status {
+	case milp.Infeasible:
+		res.Objective, res.Bound, res.Gap = math.NaN(), math.Inf(int(sign)), math.Inf(1)
+		return nil
+	case milp.Unbounded:
+		res.Objective, res.Bound, res.Gap = math.NaN(), math.Inf(-int(sign)), math.Inf(1)
+		return nil
+	case milp.NoSolution:
+		if math.IsNaN(bound) {
+			bound = math.Inf(-int(sign))
+		}
+		res.Objective, res.Bound, res.Gap = math.NaN(), bound, math.Inf(1)
+		return nil
+	}
+	for j, c := range m.Cols {
+		if c.Integer {
+			values[j] = math.Round(values[j])
+		}
+	}
+	res.Values = values
+	res.Objective = m.Objective(values)
+	switch {
+	case math.IsNaN(bound):
+		if res.Status == milp.Optimal {
+			bound = res.Objective
+		} else {
+			bound = math.Inf(-int(sign))
+		}
+	case sign*(bound-res.Objective) > 0:
+		bound = res.Objective // a bound past the incumbent is rounding noise
+	}
+	res.Bound = bound
+	res.Gap = milp.Gap(res.Objective, res.Bound)
+	return nil
+}
+
+// lpFeasible re-solves the LP in model with a zero objective: feasible means the original LP was
+// unbounded rather than infeasible.
+func lpFeasible(model unsafe.Pointer, n int) bool {
+	for j := 0; j < n; j++ {
+		C.Cbc_setObjCoeff(model, C.int(j), 0)
+	}
+	C.Cbc_solve(model)
+	return C.Cbc_isProvenOptimal(model) != 0
+}
+
+func goFloats(p *C.double, n int) []float64 {
+	out := make([]float64, n)
+	for i, v := range unsafe.Slice(p, n) {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// flushStdio flushes C's stdio buffers, so that a test capturing file descriptor 1 sees anything
+// CBC printed.
+func flushStdio() { C.fflush(nil) }

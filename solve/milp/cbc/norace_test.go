@@ -1,0 +1,5 @@
+//go:build !race
+
+package cbc
+
+const raceEnabled = false
