@@ -28,10 +28,12 @@ fuzz: setup
 # All tests: formatting and vet, unit tests, bounded fuzzing of every parser.
 test: setup lint unit fuzz
 
-# The main job on a built-in default.
+# The main job on a built-in default: plan BERT-Base on the paper's 16-GPU
+# V100/P100 cluster and explain the plan, then prove a tiny plan exact.
 demo: build
-	./bin/hap models
-	./bin/hap train --model bert-base-tiny --steps 20
+	./bin/hap plan --model bert-base --cluster paper-16 --strategy dp-cp -o bin/bert-base.paper-16.plan.json
+	./bin/hap explain bin/bert-base.paper-16.plan.json | head -40
+	./bin/hap verify --model bert-base-tiny --cluster paper-8 --strategy tp
 
 bench: build
 	$(GO) test -run '^$$' -bench . ./...

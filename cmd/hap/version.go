@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"hap/solve/milp/cbc"
+	"hap/solve/z3"
 )
 
 type versionInfo struct {
 	Hap string `json:"hap"`
 	Go  string `json:"go"`
+	Z3  string `json:"z3"`
+	CBC string `json:"cbc"`
 }
 
 func runVersion(e *env, args []string) error {
@@ -17,7 +22,7 @@ func runVersion(e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	v := versionInfo{Hap: "dev", Go: runtime.Version()}
+	v := versionInfo{Hap: "dev", Go: runtime.Version(), Z3: z3.Version(), CBC: cbc.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
@@ -28,6 +33,6 @@ func runVersion(e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e, v)
 	}
-	fmt.Fprintf(e.stdout, "hap %s\ngo  %s\n", v.Hap, v.Go)
+	fmt.Fprintf(e.stdout, "hap %s\ngo  %s\nz3  %s\ncbc %s\n", v.Hap, v.Go, v.Z3, v.CBC)
 	return nil
 }

@@ -143,8 +143,6 @@ func (s cstrings) free() {
 	}
 }
 
-func colName(j int) string { return "x" + strconv.Itoa(j) }
-
 // solve runs one CBC solve. Called with solveLock held.
 func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
 	n, nr := len(m.Cols), len(m.Rows)
@@ -190,8 +188,11 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 
 	C.Cbc_loadProblem(model, C.int(n), C.int(nr), &start[0], &index[0], &value[0],
 		&colLo[0], &colUp[0], &obj[0], &rowLo[0], &rowUp[0])
+	// No Cbc_setColName: in CBC 2.10.8, naming columns after
+	// Cbc_loadProblem corrupts memory on some models (Cbc_solve then
+	// segfaults; reproduced on a 149×155 planner MILP). MIP starts go by
+	// index (Cbc_setMIPStartI), so names are not needed.
 	for j, c := range m.Cols {
-		C.Cbc_setColName(model, C.int(j), strs.add(colName(j)))
 		if c.Integer {
 			C.Cbc_setInteger(model, C.int(j))
 		}
@@ -218,15 +219,15 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 		setParam(model, &strs, "threads", strconv.Itoa(100+opt.Threads))
 	}
 	if len(opt.Start) > 0 {
-		names := make([]*C.char, 0, len(opt.Start))
+		idx := make([]C.int, 0, len(opt.Start))
 		vals := make([]C.double, 0, len(opt.Start))
 		for j := 0; j < n; j++ { // column order: deterministic
 			if v, ok := opt.Start[j]; ok {
-				names = append(names, strs.add(colName(j)))
+				idx = append(idx, C.int(j))
 				vals = append(vals, C.double(v))
 			}
 		}
-		C.Cbc_setMIPStart(model, C.int(len(names)), &names[0], &vals[0])
+		C.Cbc_setMIPStartI(model, C.int(len(idx)), &idx[0], &vals[0])
 	}
 
 	t0 := time.Now()

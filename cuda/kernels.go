@@ -1,0 +1,522 @@
+package cuda
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"hap/ir"
+)
+
+// The CUDA C kernels. One module per element type: the prelude defines T
+// (the element type), A (the accumulation type: float for float32, double
+// for float64), B (an unsigned integer of T's size, for copies that must
+// move bits untouched, int64 ids included) and K(name), which appends the
+// type suffix (hap_relu_f32). The body is the same text for every type.
+//
+// Conventions that keep the kernels checkable on a host (see the tests,
+// which compile this very text with a C++ compiler and run it against the
+// cpu package's kernels):
+//   - element loops are grid-stride loops over long long indices;
+//   - row kernels run one block per row (grid-stride over rows) with a
+//     power-of-two block of at most 1024 threads and reduce through a
+//     static __shared__ array with __syncthreads (no warp shuffles);
+//   - no dynamic shared memory, no headers, no templates;
+//   - invalid ids and labels, which the CPU backend reports as errors,
+//     poison the result with NaN (a kernel cannot return an error).
+//
+// kernelSigs lists every kernel's parameters; Launch arguments are checked
+// against it and the host harness is generated from it.
+
+// ParamKind is the C type of one kernel parameter.
+type ParamKind string
+
+// Parameter kinds, with the Go type Launch wants for each.
+const (
+	PConstT   ParamKind = "const T*"         // DevicePtr
+	PT        ParamKind = "T*"               // DevicePtr
+	PConstA   ParamKind = "const A*"         // DevicePtr
+	PA        ParamKind = "A*"               // DevicePtr
+	PConstB   ParamKind = "const B*"         // DevicePtr
+	PB        ParamKind = "B*"               // DevicePtr
+	PConstI64 ParamKind = "const long long*" // DevicePtr (int64 ids, labels)
+	PValT     ParamKind = "T"                // float32 or float64, as the module
+	PI32      ParamKind = "int"              // int32
+	PI64      ParamKind = "long long"        // int64
+	PU64      ParamKind = "unsigned long long"
+	PF64      ParamKind = "double" // float64
+	PDims     ParamKind = "Dims"   // Dims
+)
+
+// KernelSig is one kernel's name (without the type suffix) and parameters.
+type KernelSig struct {
+	Name   string
+	Params []ParamKind
+}
+
+// kernelSigs is the table of every kernel in kernelBody.
+var kernelSigs = []KernelSig{
+	{"relu", []ParamKind{PConstT, PT, PI64}},
+	{"gelu", []ParamKind{PConstT, PT, PI64}},
+	{"sigmoid", []ParamKind{PConstT, PT, PI64}},
+	{"tanh", []ParamKind{PConstT, PT, PI64}},
+	{"relu_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"gelu_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"sigmoid_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"tanh_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"add", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"mul", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"bias_last", []ParamKind{PConstT, PConstT, PT, PI64, PI64}},
+	{"bias_axes", []ParamKind{PConstT, PConstT, PT, PI64, PI32, PDims, PDims, PDims}},
+	{"dropout", []ParamKind{PConstT, PT, PI64, PU64, PF64, PValT, PI32, PDims, PDims, PDims}},
+	{"fill", []ParamKind{PT, PI64, PValT}},
+	{"sgd", []ParamKind{PConstT, PConstT, PT, PI64, PValT}},
+	{"adam", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PT, PT, PI64, PF64, PF64, PF64, PF64}},
+	{"embedding", []ParamKind{PConstI64, PConstT, PT, PI64, PI64, PI64, PI32, PI64}},
+	{"embedding_grad", []ParamKind{PConstI64, PConstT, PT, PI64, PI64, PI64, PI32, PI64}},
+	{"softmax", []ParamKind{PConstT, PT, PI64, PI64, PI32}},
+	{"softmax_grad", []ParamKind{PConstT, PConstT, PT, PI64, PI64, PI32}},
+	{"layer_norm", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI64, PF64}},
+	{"layer_norm_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PT, PA, PI64, PI64, PF64}},
+	{"layer_norm_grad_gb", []ParamKind{PConstT, PConstT, PConstA, PT, PT, PI64, PI64}},
+	{"ce_rows", []ParamKind{PConstT, PConstI64, PA, PI64, PI64}},
+	{"ce_grad", []ParamKind{PConstT, PConstI64, PConstT, PT, PI64, PI64}},
+	{"nll_rows", []ParamKind{PConstT, PConstI64, PA, PI64, PI64}},
+	{"nll_grad", []ParamKind{PConstI64, PConstT, PT, PI64, PI64}},
+	{"sum_to_scalar", []ParamKind{PConstA, PT, PI64}},
+	{"reduce_sum", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
+	{"permute", []ParamKind{PConstB, PB, PI64, PI32, PDims, PDims}},
+	{"axis_copy", []ParamKind{PB, PConstB, PI64, PI64, PI64, PI64, PI64, PI64}},
+}
+
+// KernelSigs returns the kernel table, sorted by name.
+func KernelSigs() []KernelSig {
+	out := append([]KernelSig{}, kernelSigs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func sigOf(name string) (KernelSig, bool) {
+	for _, s := range kernelSigs {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return KernelSig{}, false
+}
+
+// Suffix is the kernel-name suffix of a module's element type.
+func Suffix(dt ir.DType) string {
+	switch dt {
+	case ir.Float32:
+		return "f32"
+	case ir.Float64, ir.Int64:
+		return "f64" // int64 tensors only move: the 8-byte copy kernels serve them
+	}
+	return "unknown"
+}
+
+// KernelName is the full C name of kernel base in dt's module.
+func KernelName(base string, dt ir.DType) string { return "hap_" + base + "_" + Suffix(dt) }
+
+// KernelSource returns the complete CUDA C source of dt's module. Int64
+// shares Float64's module.
+func KernelSource(dt ir.DType) string {
+	var t, a, b string
+	switch dt {
+	case ir.Float32:
+		t, a, b = "float", "float", "unsigned int"
+	default:
+		t, a, b = "double", "double", "unsigned long long"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "// hap kernels, element type %s. Generated by package cuda; compiled by NVRTC.\n", t)
+	fmt.Fprintf(&sb, "typedef %s T;\ntypedef %s A;\ntypedef %s B;\n", t, a, b)
+	fmt.Fprintf(&sb, "#define K(name) hap_##name##_%s\n", Suffix(dt))
+	sb.WriteString(kernelPrelude)
+	sb.WriteString(kernelBody)
+	sb.WriteString("#undef K\n")
+	return sb.String()
+}
+
+// kernelPrelude holds the helpers: overloads that pick the float or double
+// math function, NaN and −∞ without headers, and block reductions.
+const kernelPrelude = `
+struct Dims { long long v[8]; };
+
+__device__ __forceinline__ float  h_exp(float x)  { return expf(x); }
+__device__ __forceinline__ double h_exp(double x) { return exp(x); }
+__device__ __forceinline__ float  h_log(float x)  { return logf(x); }
+__device__ __forceinline__ double h_log(double x) { return log(x); }
+__device__ __forceinline__ float  h_erf(float x)  { return erff(x); }
+__device__ __forceinline__ double h_erf(double x) { return erf(x); }
+__device__ __forceinline__ float  h_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double h_tanh(double x){ return tanh(x); }
+__device__ __forceinline__ float  h_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double h_sqrt(double x){ return sqrt(x); }
+__device__ __forceinline__ float  h_max(float a, float b)   { return a > b ? a : b; }
+__device__ __forceinline__ double h_max(double a, double b) { return a > b ? a : b; }
+
+__device__ __forceinline__ A h_nan() {
+	union { unsigned long long u; double d; } v; v.u = 0x7ff8000000000000ULL; return (A)v.d;
+}
+__device__ __forceinline__ A h_neginf() {
+	union { unsigned long long u; double d; } v; v.u = 0xfff0000000000000ULL; return (A)v.d;
+}
+
+// block_sum and block_max reduce one value per thread over the block;
+// blockDim.x must be a power of two no larger than 1024. Every thread of
+// the block must call them; all get the result.
+__device__ A block_sum(A v, A* sh) {
+	unsigned t = threadIdx.x;
+	sh[t] = v;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (t < s) sh[t] += sh[t + s];
+		__syncthreads();
+	}
+	A r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+__device__ A block_max(A v, A* sh) {
+	unsigned t = threadIdx.x;
+	sh[t] = v;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (t < s) sh[t] = h_max(sh[t], sh[t + s]);
+		__syncthreads();
+	}
+	A r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+#define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+#define ROWS(r, rows) for (long long r = blockIdx.x; r < (rows); r += gridDim.x)
+#define COLS(j, n) for (long long j = threadIdx.x; j < (n); j += blockDim.x)
+
+// normcdf of the exact GELU: 0.5·(1 + erf(x/√2)).
+__device__ __forceinline__ A h_phi(A x) { return (A)0.5 * ((A)1 + h_erf(x * (A)0.70710678118654752440)); }
+`
+
+// kernelBody is every kernel. Semantics follow package cpu exactly (see
+// cpu/kernels.go); comments name where a formula comes from.
+const kernelBody = `
+// ---- elementwise ----
+extern "C" __global__ void K(relu)(const T* x, T* y, long long n) {
+	GRID_STRIDE(i, n) { T v = x[i]; y[i] = v > (T)0 ? v : (T)0; }
+}
+extern "C" __global__ void K(gelu)(const T* x, T* y, long long n) {
+	GRID_STRIDE(i, n) { A v = (A)x[i]; y[i] = (T)(v * h_phi(v)); }
+}
+extern "C" __global__ void K(sigmoid)(const T* x, T* y, long long n) {
+	GRID_STRIDE(i, n) { A v = (A)x[i]; y[i] = (T)((A)1 / ((A)1 + h_exp(-v))); }
+}
+extern "C" __global__ void K(tanh)(const T* x, T* y, long long n) {
+	GRID_STRIDE(i, n) { y[i] = (T)h_tanh((A)x[i]); }
+}
+extern "C" __global__ void K(relu_grad)(const T* x, const T* dy, T* dx, long long n) {
+	GRID_STRIDE(i, n) { dx[i] = x[i] > (T)0 ? dy[i] : (T)0; }
+}
+extern "C" __global__ void K(gelu_grad)(const T* x, const T* dy, T* dx, long long n) {
+	GRID_STRIDE(i, n) {
+		A v = (A)x[i];
+		// d/dx x·Φ(x) = Φ(x) + x·φ(x), φ(x) = exp(−x²/2)/√(2π)
+		dx[i] = (T)((A)dy[i] * (h_phi(v) + v * h_exp(-v * v / (A)2) * (A)0.39894228040143267794));
+	}
+}
+extern "C" __global__ void K(sigmoid_grad)(const T* y, const T* dy, T* dx, long long n) {
+	GRID_STRIDE(i, n) { dx[i] = dy[i] * y[i] * ((T)1 - y[i]); }
+}
+extern "C" __global__ void K(tanh_grad)(const T* y, const T* dy, T* dx, long long n) {
+	GRID_STRIDE(i, n) { dx[i] = dy[i] * ((T)1 - y[i] * y[i]); }
+}
+extern "C" __global__ void K(add)(const T* a, const T* b, T* y, long long n) {
+	GRID_STRIDE(i, n) { y[i] = a[i] + b[i]; }
+}
+extern "C" __global__ void K(mul)(const T* a, const T* b, T* y, long long n) {
+	GRID_STRIDE(i, n) { y[i] = a[i] * b[i]; }
+}
+
+// bias over the last axis: b has nb elements.
+extern "C" __global__ void K(bias_last)(const T* x, const T* b, T* y, long long n, long long nb) {
+	GRID_STRIDE(i, n) { y[i] = x[i] + b[i % nb]; }
+}
+// bias over any axes: element i's bias index is Σ (i / st[k] % sz[k])·bs[k].
+extern "C" __global__ void K(bias_axes)(const T* x, const T* b, T* y, long long n, int naxes, Dims st, Dims sz, Dims bs) {
+	GRID_STRIDE(i, n) {
+		long long j = 0;
+		for (int k = 0; k < naxes; k++) j += (i / st.v[k] % sz.v[k]) * bs.v[k];
+		y[i] = x[i] + b[j];
+	}
+}
+
+// dropout keeps element i when a splitmix64 hash of (seed, global index)
+// is at least rate; this is cpu.DropoutKeep bit for bit. The global index
+// of local element i: its coordinates in the local shape lshape, shifted by
+// off, dotted with the global strides gstride (rank 0: i itself).
+extern "C" __global__ void K(dropout)(const T* x, T* y, long long n, unsigned long long seed, double rate, T scale,
+                                      int rank, Dims lshape, Dims off, Dims gstride) {
+	GRID_STRIDE(i, n) {
+		long long g = i;
+		if (rank > 0) {
+			g = 0;
+			long long rem = i;
+			for (int d = rank - 1; d >= 0; d--) {
+				long long c = rem % lshape.v[d];
+				rem /= lshape.v[d];
+				g += (c + off.v[d]) * gstride.v[d];
+			}
+		}
+		unsigned long long z = seed + (unsigned long long)g * 0x9e3779b97f4a7c15ULL;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		z ^= z >> 31;
+		double u = (double)(z >> 11) / 9007199254740992.0;
+		y[i] = u >= rate ? x[i] * scale : (T)0;
+	}
+}
+
+extern "C" __global__ void K(fill)(T* y, long long n, T v) {
+	GRID_STRIDE(i, n) { y[i] = v; }
+}
+
+// ---- optimisers ----
+extern "C" __global__ void K(sgd)(const T* p, const T* g, T* y, long long n, T lr) {
+	GRID_STRIDE(i, n) { y[i] = p[i] - lr * g[i]; }
+}
+// Adam in double, as cpu.adam: step is a one-element tensor holding t.
+extern "C" __global__ void K(adam)(const T* p, const T* g, const T* m, const T* v, const T* step,
+                                   T* p2, T* m2, T* v2, long long n, double lr, double b1, double b2, double eps) {
+	double t = (double)step[0];
+	double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+	GRID_STRIDE(i, n) {
+		double gi = (double)g[i];
+		double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+		double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+		m2[i] = (T)mi;
+		v2[i] = (T)vi;
+		p2[i] = (T)((double)p[i] - lr * (mi / c1) / (sqrt(vi / c2) + eps));
+	}
+}
+
+// ---- embedding ----
+// y[i,:] = tab[row(ids[i]),:]; a vocabulary shard (partial) gives zeros for
+// ids outside [off0, off0+v); an id outside the whole vocabulary gives NaN.
+extern "C" __global__ void K(embedding)(const long long* ids, const T* tab, T* y, long long nids, long long d,
+                                        long long v, int partial, long long off0) {
+	GRID_STRIDE(e, nids * d) {
+		long long i = e / d, j = e % d;
+		long long r = ids[i] - (partial ? off0 : 0);
+		if (r >= 0 && r < v) y[e] = tab[r * d + j];
+		else y[e] = partial ? (T)0 : (T)h_nan();
+	}
+}
+// dtab[row(ids[i]),:] += dy[i,:]; dtab must be zeroed first. Atomic adds:
+// the summation order, hence the last bits, varies from run to run.
+extern "C" __global__ void K(embedding_grad)(const long long* ids, const T* dy, T* dt, long long nids, long long d,
+                                             long long v, int partial, long long off0) {
+	GRID_STRIDE(e, nids * d) {
+		long long i = e / d, j = e % d;
+		long long r = ids[i] - (partial ? off0 : 0);
+		if (r >= 0 && r < v) atomicAdd(&dt[r * d + j], dy[e]);
+		else if (!partial) atomicAdd(&dt[0], (T)h_nan());
+	}
+}
+
+// ---- softmax and log-softmax over the last dim (one block per row) ----
+extern "C" __global__ void K(softmax)(const T* x, T* y, long long rows, long long n, int logspace) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* xr = x + r * n;
+		T* yr = y + r * n;
+		A mx = h_neginf();
+		COLS(j, n) mx = h_max(mx, (A)xr[j]);
+		mx = block_max(mx, sh);
+		A s = 0;
+		COLS(j, n) s += h_exp((A)xr[j] - mx);
+		s = block_sum(s, sh);
+		A lse = mx + h_log(s);
+		COLS(j, n) yr[j] = logspace ? (T)((A)xr[j] - lse) : (T)h_exp((A)xr[j] - lse);
+	}
+}
+// softmax: dx = y·(dy − Σ dy·y); log-softmax: dx = dy − exp(y)·Σ dy.
+extern "C" __global__ void K(softmax_grad)(const T* y, const T* dy, T* dx, long long rows, long long n, int logspace) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* yr = y + r * n;
+		const T* dyr = dy + r * n;
+		T* dxr = dx + r * n;
+		A s = 0;
+		COLS(j, n) s += logspace ? (A)dyr[j] : (A)dyr[j] * (A)yr[j];
+		s = block_sum(s, sh);
+		COLS(j, n) dxr[j] = logspace ? (T)((A)dyr[j] - h_exp((A)yr[j]) * s) : (T)((A)yr[j] * ((A)dyr[j] - s));
+	}
+}
+
+// ---- layer norm over the last dim ----
+extern "C" __global__ void K(layer_norm)(const T* x, const T* g, const T* b, T* y, long long rows, long long n, double eps) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* xr = x + r * n;
+		T* yr = y + r * n;
+		A s = 0;
+		COLS(j, n) s += (A)xr[j];
+		A mean = block_sum(s, sh) / (A)n;
+		A q = 0;
+		COLS(j, n) { A d = (A)xr[j] - mean; q += d * d; }
+		A var = block_sum(q, sh) / (A)n;
+		A rstd = (A)1 / h_sqrt(var + (A)eps);
+		COLS(j, n) yr[j] = (T)(((A)xr[j] - mean) * rstd * (A)g[j] + (A)b[j]);
+	}
+}
+// dx per row (cpu.layerNormGrad); also stores each row's mean and 1/σ in
+// stats[2r], stats[2r+1] for layer_norm_grad_gb.
+extern "C" __global__ void K(layer_norm_grad_dx)(const T* x, const T* g, const T* dy, T* dx, A* stats,
+                                                 long long rows, long long n, double eps) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* xr = x + r * n;
+		const T* dyr = dy + r * n;
+		T* dxr = dx + r * n;
+		A s = 0;
+		COLS(j, n) s += (A)xr[j];
+		A mean = block_sum(s, sh) / (A)n;
+		A q = 0;
+		COLS(j, n) { A d = (A)xr[j] - mean; q += d * d; }
+		A rstd = (A)1 / h_sqrt(block_sum(q, sh) / (A)n + (A)eps);
+		A m1 = 0, m2 = 0;
+		COLS(j, n) {
+			A xh = ((A)xr[j] - mean) * rstd;
+			A dxh = (A)dyr[j] * (A)g[j];
+			m1 += dxh;
+			m2 += dxh * xh;
+		}
+		m1 = block_sum(m1, sh) / (A)n;
+		m2 = block_sum(m2, sh) / (A)n;
+		COLS(j, n) {
+			A xh = ((A)xr[j] - mean) * rstd;
+			A dxh = (A)dyr[j] * (A)g[j];
+			dxr[j] = (T)(rstd * (dxh - m1 - xh * m2));
+		}
+		if (threadIdx.x == 0) { stats[2 * r] = mean; stats[2 * r + 1] = rstd; }
+	}
+}
+// dgamma[j] = Σ_r dy[r,j]·x̂[r,j], dbeta[j] = Σ_r dy[r,j]: one thread per
+// column, rows in order, so the sums are deterministic.
+extern "C" __global__ void K(layer_norm_grad_gb)(const T* x, const T* dy, const A* stats, T* dg, T* db,
+                                                 long long rows, long long n) {
+	GRID_STRIDE(j, n) {
+		A ag = 0, ab = 0;
+		for (long long r = 0; r < rows; r++) {
+			A d = (A)dy[r * n + j];
+			ag += d * ((A)x[r * n + j] - stats[2 * r]) * stats[2 * r + 1];
+			ab += d;
+		}
+		dg[j] = (T)ag;
+		db[j] = (T)ab;
+	}
+}
+
+// ---- losses: per-row values into an A buffer, then sum_to_scalar ----
+extern "C" __global__ void K(ce_rows)(const T* x, const long long* lab, A* loss, long long rows, long long n) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* xr = x + r * n;
+		A mx = h_neginf();
+		COLS(j, n) mx = h_max(mx, (A)xr[j]);
+		mx = block_max(mx, sh);
+		A s = 0;
+		COLS(j, n) s += h_exp((A)xr[j] - mx);
+		s = block_sum(s, sh);
+		if (threadIdx.x == 0) {
+			long long l = lab[r];
+			loss[r] = (l >= 0 && l < n) ? mx + h_log(s) - (A)xr[l] : h_nan();
+		}
+	}
+}
+// dx = (softmax(x) − onehot(label))·dloss, computed as cpu.crossEntropyGrad.
+extern "C" __global__ void K(ce_grad)(const T* x, const long long* lab, const T* dl, T* dx, long long rows, long long n) {
+	__shared__ A sh[1024];
+	T s0 = dl[0];
+	ROWS(r, rows) {
+		const T* xr = x + r * n;
+		T* dxr = dx + r * n;
+		A mx = h_neginf();
+		COLS(j, n) mx = h_max(mx, (A)xr[j]);
+		mx = block_max(mx, sh);
+		A s = 0;
+		COLS(j, n) s += h_exp((A)xr[j] - mx);
+		s = block_sum(s, sh);
+		A lse = mx + h_log(s);
+		long long l = lab[r];
+		bool ok = l >= 0 && l < n;
+		COLS(j, n) {
+			T p = (T)h_exp((A)xr[j] - lse);
+			if (j == l) p -= (T)1;
+			dxr[j] = ok ? p * s0 : (T)h_nan();
+		}
+	}
+}
+extern "C" __global__ void K(nll_rows)(const T* x, const long long* lab, A* loss, long long rows, long long n) {
+	GRID_STRIDE(r, rows) {
+		long long l = lab[r];
+		loss[r] = (l >= 0 && l < n) ? -(A)x[r * n + l] : h_nan();
+	}
+}
+extern "C" __global__ void K(nll_grad)(const long long* lab, const T* dl, T* dx, long long rows, long long n) {
+	GRID_STRIDE(e, rows * n) {
+		long long r = e / n, j = e % n, l = lab[r];
+		if (l < 0 || l >= n) dx[e] = (T)h_nan();
+		else dx[e] = j == l ? -dl[0] : (T)0;
+	}
+}
+// y[0] = Σ buf[0..n): one block.
+extern "C" __global__ void K(sum_to_scalar)(const A* buf, T* y, long long n) {
+	__shared__ A sh[1024];
+	A s = 0;
+	COLS(i, n) s += buf[i];
+	s = block_sum(s, sh);
+	if (threadIdx.x == 0 && blockIdx.x == 0) y[0] = (T)s;
+}
+
+// ---- reductions ----
+// y[o] = Σ over the reduced coordinates of x: o's kept coordinates (kshape,
+// strides in x kstride) plus each reduced combination (rshape, rstride).
+// One thread per output element, in a fixed order: deterministic.
+extern "C" __global__ void K(reduce_sum)(const T* x, T* y, long long nout, int kr, Dims kshape, Dims kstride,
+                                         int rr, Dims rshape, Dims rstride, long long nred) {
+	GRID_STRIDE(o, nout) {
+		long long base = 0, rem = o;
+		for (int d = kr - 1; d >= 0; d--) { base += (rem % kshape.v[d]) * kstride.v[d]; rem /= kshape.v[d]; }
+		A s = 0;
+		for (long long k = 0; k < nred; k++) {
+			long long off = 0, q = k;
+			for (int d = rr - 1; d >= 0; d--) { off += (q % rshape.v[d]) * rstride.v[d]; q /= rshape.v[d]; }
+			s += (A)x[base + off];
+		}
+		y[o] = (T)s;
+	}
+}
+
+// ---- data movement (bits, so int64 ids move through the 8-byte module) ----
+// y[o] = x[Σ coord_d(o)·sstride[d]] with coordinates in y's shape.
+extern "C" __global__ void K(permute)(const B* x, B* y, long long n, int rank, Dims shape, Dims sstride) {
+	GRID_STRIDE(o, n) {
+		long long src = 0, rem = o;
+		for (int d = rank - 1; d >= 0; d--) { src += (rem % shape.v[d]) * sstride.v[d]; rem /= shape.v[d]; }
+		y[o] = x[src];
+	}
+}
+// outer rows of w elements: dst[o·dstRow + dstOff + c] = src[o·srcRow + srcOff + c].
+// concat, split, slice, pad and dynamic_slice are all this copy.
+extern "C" __global__ void K(axis_copy)(B* dst, const B* src, long long outer, long long w,
+                                        long long srcRow, long long srcOff, long long dstRow, long long dstOff) {
+	GRID_STRIDE(e, outer * w) {
+		long long o = e / w, c = e % w;
+		dst[o * dstRow + dstOff + c] = src[o * srcRow + srcOff + c];
+	}
+}
+`

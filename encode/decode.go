@@ -1,0 +1,110 @@
+package encode
+
+import (
+	"fmt"
+
+	"hap/ir"
+)
+
+// Decode turns a choice into a distributed program whose communication is
+// exactly what Evaluate priced: every needed layout made once per tensor,
+// from the layout the tensor is produced in, by the canonical instruction.
+func (e *Encoding) Decode(ch *Choice) (*Program, error) {
+	g := e.G
+	segs := make([]Segment, len(e.Segs))
+	for s := range segs {
+		segs[s] = e.Segs[s]
+		segs[s].Lengths = append([]int{}, ch.Lengths[s]...)
+	}
+	p := &Program{Devices: e.N, Segments: segs}
+	avail := make([]map[Layout]bool, len(g.Tensors))
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if !t.Kind.IsLeaf() {
+			continue
+		}
+		l := e.have(ch, e.tclassOf[i])
+		p.Leaves = append(p.Leaves, LeafLayout{Tensor: t.ID, Layout: l})
+		avail[i] = map[Layout]bool{l: true}
+	}
+	needs := make([]map[Layout]bool, len(e.Tensors))
+	var make_ func(t ir.TensorID, q Layout) error
+	make_ = func(t ir.TensorID, q Layout) error {
+		if avail[t][q] {
+			return nil
+		}
+		tc := e.tclassOf[t]
+		if needs[tc] == nil {
+			needs[tc] = e.Needs(ch, tc)
+		}
+		h := e.have(ch, tc)
+		emit := func(from Layout, kind ir.OpKind) {
+			in := Instr{Kind: Comm, Tensor: t, From: from, To: q, Collective: kind}
+			if kind == ir.OpAllGather || kind == ir.OpReduceScatter {
+				in.Method = MethodPadded
+				if e.grouped(ch, tc, q) {
+					in.Method = MethodGrouped
+				}
+			}
+			p.Instrs = append(p.Instrs, in)
+			avail[t][q] = true
+		}
+		switch {
+		case h.Kind == Identity && q.Kind == Gather:
+			emit(h, ir.OpDynamicSlice)
+		case h.Kind == Gather && q.Kind == Identity:
+			emit(h, ir.OpAllGather)
+		case h.Kind == Gather && q.Kind == Gather:
+			if err := make_(t, I); err != nil {
+				return err
+			}
+			emit(I, ir.OpDynamicSlice)
+		case h.Kind == Gather && q.Kind == Reduce:
+			emit(h, ir.OpPad)
+		case h.Kind == Reduce && q.Kind == Identity:
+			emit(h, ir.OpAllReduce)
+		case h.Kind == Reduce && q.Kind == Gather:
+			if _, via, _ := e.tensorComm(ch, tc); via {
+				if err := make_(t, I); err != nil {
+					return err
+				}
+				emit(I, ir.OpDynamicSlice)
+			} else {
+				emit(h, ir.OpReduceScatter)
+			}
+		default:
+			return fmt.Errorf("%w: %q is %s, a consumer needs %s", ErrInfeasibleChoice, g.Tensors[t].Name, h, q)
+		}
+		return nil
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		r := e.Classes[e.classOf[i]].Rules[ch.Rule[e.classOf[i]]]
+		for j, t := range op.Inputs {
+			if err := make_(t, r.In[j]); err != nil {
+				return nil, fmt.Errorf("op %q: %w", op.Name, err)
+			}
+		}
+		p.Instrs = append(p.Instrs, Instr{Kind: Compute, Op: op.ID, Rule: r})
+		for j, t := range op.Outputs {
+			avail[t] = map[Layout]bool{r.Out[j]: true}
+		}
+	}
+	if err := Check(g, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// grouped reports the method chosen for making layout q of class tc.
+func (e *Encoding) grouped(ch *Choice, tc int, q Layout) bool {
+	if ch.Grouped == nil || ch.Grouped[tc] == nil {
+		return false
+	}
+	for qi, l := range e.Layouts(tc) {
+		if l == q {
+			return ch.Grouped[tc][qi]
+		}
+	}
+	return false
+}

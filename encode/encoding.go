@@ -1,0 +1,680 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+
+	"hap/cost"
+	"hap/ir"
+)
+
+// Encoding is the planning problem of one forward graph on one cluster,
+// reduced to tables: op classes (identical ops of repeated layers tied into
+// one), their candidate rules with per-device times, tensor classes with
+// their consumers, the communication each layout change costs, and memory.
+// Evaluate prices a Choice from these tables; the MILP encodes the same
+// prices, so the two agree on every program (the exhaustive tests check
+// this).
+//
+// The cost model (one step, seconds):
+//
+//	T = max_d C_d + K
+//	C_d = Σ_ops time(op, d)·share(rule, d) + Σ_params update(p, d)·share(layout, d)
+//	K   = Σ_tensors Σ_layout changes (forward + adjoint if it needs a gradient)
+//	      + Σ_replicated params all-reduce(gradient)
+//
+// where share is Lengths[seg][d]/Units[seg] for a split and 1 otherwise.
+// Collectives synchronise the devices, so K adds to the slowest device's
+// compute; the simulator additionally overlaps gradient communication
+// with backward compute, so its time is at most this (see docs/planner.md).
+type Encoding struct {
+	G        *ir.Graph
+	N        int
+	Segs     []Segment // Units set; Lengths chosen by the solver
+	Classes  []OpClass
+	Tensors  []TensorClass
+	Capacity []float64 // bytes per device
+	// Consts holds per-tensor-class collective coefficients.
+	model *cost.Model
+	opt   EncodeOptions
+	// classOf maps a forward op to its class; tclassOf a tensor to its.
+	classOf  []int
+	tclassOf []int
+	// coll caches collCoeffs by (tensor class, layout); layouts caches
+	// Layouts.
+	coll    map[collKey]Coll
+	layouts [][]Layout
+}
+
+type collKey struct {
+	tc int
+	l  Layout
+}
+
+// EncodeOptions shape the encoding.
+type EncodeOptions struct {
+	Optimizer ir.Optimizer
+	// MemoryFraction of each device's memory plans may use (the rest is
+	// left to the framework, allocator slack and workspace).
+	MemoryFraction float64
+	// NoTie turns off tying of identical layers (for tests).
+	NoTie bool
+}
+
+// DefaultMemoryFraction leaves 10% of each device for workspace and
+// fragmentation.
+const DefaultMemoryFraction = 0.9
+
+// OpClass is a set of identical forward ops (same kind, attributes and
+// shapes, at the same place in repeated layers) that run under one rule.
+type OpClass struct {
+	Name  string
+	Ops   []ir.OpID
+	Rules []Rule
+	// WorkSeg is, per rule, the segment that splits its work (−1: every
+	// device does all of it); ActSeg the segment that splits its outputs'
+	// memory (−1: full size on every device).
+	WorkSeg, ActSeg []int
+	// Time is per device the seconds of forward+backward of all Ops at
+	// share 1.
+	Time []float64
+	// ActBytes is the bytes of all Ops' outputs at share 1.
+	ActBytes float64
+	Out      []int // tensor classes of the outputs
+}
+
+// TensorClass is a set of tensors in identical positions.
+type TensorClass struct {
+	Name    string
+	Tensors []ir.TensorID
+	Shape   ir.Shape
+	Bytes   float64 // of one tensor
+	Kind    ir.TensorKind
+	ReqGrad bool
+	// Producer is the producing op class and output index (−1 for leaves).
+	Producer, OutIdx int
+	// LeafLayouts are the candidate layouts of a leaf class.
+	LeafLayouts []Layout
+	// Update is per device the optimizer's seconds for all Tensors (params)
+	// at share 1; StateFactor the optimizer state per parameter byte.
+	Update []float64
+	// Consumers are (op class, input slot) pairs.
+	Consumers [][2]int
+}
+
+// layerIndex matches the layer number in names like "layer7.attn.q".
+var layerIndex = regexp.MustCompile(`layer[0-9]+\.`)
+
+// Encode builds the encoding of forward graph g with candidate segments
+// segs on the cluster priced by m.
+func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Encoding, error) {
+	if opt.MemoryFraction == 0 {
+		opt.MemoryFraction = DefaultMemoryFraction
+	}
+	if opt.Optimizer.Kind == "" {
+		opt.Optimizer = ir.Adam(1e-3)
+	}
+	n := m.NumDevices()
+	e := &Encoding{G: g, N: n, Segs: segs, model: m, opt: opt, classOf: make([]int, len(g.Ops)), tclassOf: make([]int, len(g.Tensors))}
+	for d := 0; d < n; d++ {
+		e.Capacity = append(e.Capacity, float64(m.Capacity(d))*opt.MemoryFraction)
+	}
+	step, err := ir.BuildTrainStep(g, opt.Optimizer)
+	if err != nil {
+		return nil, err
+	}
+	// Backward work per forward op: the actual gradient ops autodiff emits.
+	bwd := make([][]cost.Work, len(g.Ops))
+	for i := range step.Ops {
+		op := &step.Ops[i]
+		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
+			w, _ := step.Work(op.ID)
+			bwd[op.GradOf] = append(bwd[op.GradOf], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+		}
+	}
+	req := ir.RequiresGrad(g)
+	stateFactor := 0.0
+	if opt.Optimizer.Kind == "adam" {
+		stateFactor = 2
+	}
+	_ = stateFactor
+
+	// Tensor classes: leaves by normalised name and shape; computed tensors
+	// by their producer's class (assigned below as ops are classed).
+	key := func(name string) string {
+		if opt.NoTie {
+			return name
+		}
+		return layerIndex.ReplaceAllString(name, "layer*.")
+	}
+	tkeys := map[string]int{}
+	addTensor := func(t *ir.Tensor, k string, producer, outIdx int) int {
+		if id, ok := tkeys[k]; ok {
+			tc := &e.Tensors[id]
+			tc.Tensors = append(tc.Tensors, t.ID)
+			return id
+		}
+		id := len(e.Tensors)
+		tkeys[k] = id
+		e.Tensors = append(e.Tensors, TensorClass{Name: t.Name, Tensors: []ir.TensorID{t.ID}, Shape: t.Shape, Bytes: float64(t.Shape.Numel() * t.DType.Size()),
+			Kind: t.Kind, ReqGrad: req[t.ID], Producer: producer, OutIdx: outIdx})
+		return id
+	}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Kind.IsLeaf() {
+			e.tclassOf[i] = addTensor(t, "leaf:"+key(t.Name)+t.Shape.String()+t.DType.String(), -1, -1)
+		}
+	}
+	okeys := map[string]int{}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		// An op's class key: its normalised name, kind, attributes, input
+		// shapes and input tensor classes — identical layers coincide.
+		var b strings.Builder
+		a := op.Attrs
+		a.Seed = 0 // dropout seeds differ per layer; the sharding does not
+		fmt.Fprintf(&b, "%s|%s|%+v", key(op.Name), op.Kind, a)
+		for _, t := range op.Inputs {
+			fmt.Fprintf(&b, "|%v", g.Tensors[t].Shape)
+		}
+		k := b.String()
+		ci, ok := okeys[k]
+		if !ok {
+			ci = len(e.Classes)
+			okeys[k] = ci
+			rules := Rules(g, op, segs)
+			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n)}
+			for _, r := range rules {
+				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
+				oc.ActSeg = append(oc.ActSeg, actSeg(r))
+			}
+			e.Classes = append(e.Classes, oc)
+		}
+		oc := &e.Classes[ci]
+		oc.Ops = append(oc.Ops, op.ID)
+		e.classOf[i] = ci
+		fw, _ := g.Work(op.ID)
+		works := append([]cost.Work{{Class: fw.Class, FLOPs: fw.FLOPs, Bytes: fw.Bytes}}, bwd[i]...)
+		for d := 0; d < n; d++ {
+			for _, w := range works {
+				oc.Time[d] += m.ComputeTime(d, w)
+			}
+		}
+		for j, t := range op.Outputs {
+			oc.ActBytes += float64(g.Tensors[t].Shape.Numel() * g.Tensors[t].DType.Size())
+			tc := addTensor(&g.Tensors[t], fmt.Sprintf("out:%d:%d", ci, j), ci, j)
+			e.tclassOf[t] = tc
+			if !ok {
+				oc.Out = append(oc.Out, tc)
+			}
+		}
+	}
+	// Consumers, from every instance (a tied op may read different tensor
+	// classes in different layers: layer 0 reads the embedding's output).
+	for i := range g.Ops {
+		for slot, t := range g.Ops[i].Inputs {
+			tc := &e.Tensors[e.tclassOf[t]]
+			cs := [2]int{e.classOf[i], slot}
+			dup := false
+			for _, x := range tc.Consumers {
+				dup = dup || x == cs
+			}
+			if !dup {
+				tc.Consumers = append(tc.Consumers, cs)
+			}
+		}
+	}
+	// Leaf layouts and parameter updates.
+	for ti := range e.Tensors {
+		tc := &e.Tensors[ti]
+		if tc.Producer >= 0 {
+			continue
+		}
+		tc.LeafLayouts = []Layout{I}
+		for d := range tc.Shape {
+			for s := range segs {
+				if l := G(d, s); Fits(l, tc.Shape, segs) {
+					tc.LeafLayouts = append(tc.LeafLayouts, l)
+				}
+			}
+		}
+		if tc.Kind == ir.Param {
+			tc.Update = make([]float64, n)
+			w := cost.Work{Class: cost.ClassOptimizer, FLOPs: 12 * float64(tc.Shape.Numel()), Bytes: 7 * tc.Bytes}
+			for d := 0; d < n; d++ {
+				tc.Update[d] = float64(len(tc.Tensors)) * m.ComputeTime(d, w)
+			}
+		}
+	}
+	if g.Loss == ir.NoTensor {
+		return nil, fmt.Errorf("graph %s has no loss", g.Name)
+	}
+	return e, nil
+}
+
+// workSeg: the segment of the first Gather layout among a rule's operands.
+func workSeg(r Rule) int {
+	for _, ls := range [][]Layout{r.Out, r.In} {
+		for _, l := range ls {
+			if l.Kind == Gather {
+				return l.Seg
+			}
+		}
+	}
+	return -1
+}
+
+// actSeg: the segment splitting every output, or −1 if any output is whole.
+func actSeg(r Rule) int {
+	s := -1
+	for _, l := range r.Out {
+		if l.Kind != Gather || (s >= 0 && l.Seg != s) {
+			return -1
+		}
+		s = l.Seg
+	}
+	return s
+}
+
+// LossClass is the op class producing the loss.
+func (e *Encoding) LossClass() int { return e.classOf[e.G.Tensors[e.G.Loss].Producer] }
+
+// OpClassOf and TensorClassOf expose the tying.
+func (e *Encoding) OpClassOf(op ir.OpID) int        { return e.classOf[op] }
+func (e *Encoding) TensorClassOf(t ir.TensorID) int { return e.tclassOf[t] }
+
+// Model is the cost model the encoding prices with.
+func (e *Encoding) Model() *cost.Model { return e.model }
+
+// group is every device, in order.
+func (e *Encoding) group() []int {
+	g := make([]int, e.N)
+	for i := range g {
+		g[i] = i
+	}
+	return g
+}
+
+// affine fits a collective's time as a + b·x over x ∈ [0, xmax] from its
+// two ends: exact for one algorithm's alpha-beta formula on one link class.
+func affine(f func(x float64) float64, xmax float64) (a, b float64) {
+	a = f(0)
+	if xmax <= 0 {
+		return a, 0
+	}
+	return a, (f(xmax) - a) / xmax
+}
+
+// Coll holds the coefficients of one tensor class's collectives.
+type Coll struct {
+	// Padded all-gather / reduce-scatter of a Gather(·, s) layout: time =
+	// A + B·maxLength (in units of segment s).
+	PadA, PadB [2]float64 // [0] all-gather, [1] reduce-scatter
+	// Grouped: time = GA·(non-empty pieces) + GB·Units.
+	GrpA, GrpB [2]float64
+	// AllReduce of the whole tensor.
+	AllReduce float64
+}
+
+// collCoeffs prices tensor class tc's collectives for a Gather layout on
+// segment s (dim d).
+func (e *Encoding) collCoeffs(tc *TensorClass, l Layout) Coll {
+	k := collKey{e.tclassOf[tc.Tensors[0]], l}
+	if l.Kind != Gather {
+		k.l = I
+	}
+	if c, ok := e.coll[k]; ok {
+		return c
+	}
+	if e.coll == nil {
+		e.coll = map[collKey]Coll{}
+	}
+	c := e.computeColl(tc, l)
+	e.coll[k] = c
+	return c
+}
+
+func (e *Encoding) computeColl(tc *TensorClass, l Layout) Coll {
+	var c Coll
+	grp := e.group()
+	m := e.model
+	evenCall := func(kind cost.Collective, per float64) float64 {
+		b := make([]float64, e.N)
+		for i := range b {
+			b[i] = per
+		}
+		t, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: grp, Bytes: b, Algorithm: e.algorithm(kind, tc.Bytes)})
+		return t
+	}
+	c.AllReduce = evenCall(cost.AllReduce, tc.Bytes)
+	if l.Kind != Gather {
+		return c
+	}
+	seg := &e.Segs[l.Seg]
+	unitBytes := tc.Bytes / float64(seg.Units)
+	for k, kind := range []cost.Collective{cost.AllGather, cost.ReduceScatter} {
+		// Padded: every piece is the largest, maxLen units.
+		c.PadA[k], c.PadB[k] = affine(func(maxLen float64) float64 { return evenCall(kind, maxLen*unitBytes) }, float64(seg.Units))
+		// Grouped: one broadcast (reduce) per non-empty piece: latency per
+		// call plus the bytes of every piece.
+		bc := cost.Broadcast
+		if kind == cost.ReduceScatter {
+			bc = cost.Reduce
+		}
+		one := func(bytes float64) float64 {
+			b := make([]float64, e.N)
+			for i := range b {
+				b[i] = bytes
+			}
+			t, _ := m.CollectiveTime(cost.Call{Kind: bc, Group: grp, Bytes: b, Algorithm: e.algorithm(kind, tc.Bytes)})
+			return t
+		}
+		a, slope := affine(one, tc.Bytes)
+		c.GrpA[k], c.GrpB[k] = a, slope*unitBytes
+	}
+	return c
+}
+
+// algorithm fixes ring or hierarchical per collective kind and size, so
+// every coefficient comes from one affine formula.
+func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm {
+	b := make([]float64, e.N)
+	for i := range b {
+		b[i] = bytes / float64(e.N)
+	}
+	if kind == cost.AllReduce {
+		for i := range b {
+			b[i] = bytes
+		}
+	}
+	est, err := e.model.Collective(cost.Call{Kind: kind, Group: e.group(), Bytes: b})
+	if err != nil {
+		return cost.AlgoRing
+	}
+	return est.Algorithm
+}
+
+// Choice is one point of the search space.
+type Choice struct {
+	Rule    []int      // per op class: index into its Rules
+	Leaf    []int      // per tensor class: index into LeafLayouts (leaves only)
+	Grouped [][]bool   // per tensor class, per layout index: uneven collectives use grouped calls
+	Lengths [][]int    // per segment, per device
+	layouts [][]Layout // scratch: per tensor class, the layouts needed
+}
+
+// Breakdown is Evaluate's account of a Choice.
+type Breakdown struct {
+	Seconds float64
+	Compute []float64 // per device
+	Comm    float64
+	Memory  []float64 // per device, bytes
+}
+
+// share is device d's fraction of segment s (1 for −1).
+func share(lengths [][]int, segs []Segment, s, d int) float64 {
+	if s < 0 {
+		return 1
+	}
+	return float64(lengths[s][d]) / float64(segs[s].Units)
+}
+
+// ErrInfeasibleChoice marks a choice that is not a valid program.
+var ErrInfeasibleChoice = fmt.Errorf("infeasible choice")
+
+// LayoutIndex numbers the layouts a tensor class can take: its leaf
+// layouts, or every layout its producer's rules and consumers' rules use.
+func (e *Encoding) Layouts(tc int) []Layout {
+	if e.layouts == nil {
+		e.layouts = make([][]Layout, len(e.Tensors))
+	}
+	if e.layouts[tc] == nil {
+		e.layouts[tc] = e.computeLayouts(tc)
+	}
+	return e.layouts[tc]
+}
+
+func (e *Encoding) computeLayouts(tc int) []Layout {
+	seen := map[Layout]bool{}
+	var out []Layout
+	add := func(l Layout) {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	t := &e.Tensors[tc]
+	add(I)
+	if t.Producer < 0 {
+		for _, l := range t.LeafLayouts {
+			add(l)
+		}
+	} else {
+		for _, r := range e.Classes[t.Producer].Rules {
+			add(r.Out[t.OutIdx])
+		}
+	}
+	for _, cs := range t.Consumers {
+		for _, r := range e.Classes[cs[0]].Rules {
+			add(r.In[cs[1]])
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Have is the layout tensor class tc is produced in under ch.
+func (e *Encoding) Have(ch *Choice, tc int) Layout { return e.have(ch, tc) }
+
+func (e *Encoding) have(ch *Choice, tc int) Layout {
+	t := &e.Tensors[tc]
+	if t.Producer < 0 {
+		return t.LeafLayouts[ch.Leaf[tc]]
+	}
+	return e.Classes[t.Producer].Rules[ch.Rule[t.Producer]].Out[t.OutIdx]
+}
+
+// Needs is the set of layouts tc's consumers read under ch, closed under
+// the canonical conversions: a Gather needed from a different Gather goes
+// through Identity.
+func (e *Encoding) Needs(ch *Choice, tc int) map[Layout]bool {
+	t := &e.Tensors[tc]
+	need := map[Layout]bool{}
+	for _, cs := range t.Consumers {
+		need[e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]]] = true
+	}
+	h := e.have(ch, tc)
+	if h.Kind == Gather {
+		for q := range need {
+			if q.Kind == Gather && q != h {
+				need[I] = true
+			}
+		}
+	}
+	return need
+}
+
+// Evaluate prices a choice under the encoding's cost model, or returns
+// ErrInfeasibleChoice (a layout no instruction can make, a loss that is
+// not Reduce, a device out of memory).
+func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
+	br := &Breakdown{Compute: make([]float64, e.N), Memory: make([]float64, e.N)}
+	for s := range e.Segs {
+		sum := 0
+		for _, l := range ch.Lengths[s] {
+			if l < 0 {
+				return nil, fmt.Errorf("%w: negative length", ErrInfeasibleChoice)
+			}
+			sum += l
+		}
+		if sum != e.Segs[s].Units {
+			return nil, fmt.Errorf("%w: segment %s lengths sum to %d, want %d", ErrInfeasibleChoice, e.Segs[s].Name, sum, e.Segs[s].Units)
+		}
+	}
+	lc := e.LossClass()
+	if e.Classes[lc].Rules[ch.Rule[lc]].Out[0] != R {
+		return nil, fmt.Errorf("%w: the loss is not Reduce", ErrInfeasibleChoice)
+	}
+	paramFactor := 2.0 // value and gradient
+	if e.opt.Optimizer.Kind == "adam" {
+		paramFactor += 2
+	}
+	for ci := range e.Classes {
+		c := &e.Classes[ci]
+		r := ch.Rule[ci]
+		for d := 0; d < e.N; d++ {
+			br.Compute[d] += c.Time[d] * share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
+			br.Memory[d] += c.ActBytes * share(ch.Lengths, e.Segs, c.ActSeg[r], d)
+		}
+	}
+	for ti := range e.Tensors {
+		t := &e.Tensors[ti]
+		h := e.have(ch, ti)
+		count := float64(len(t.Tensors))
+		if t.Kind == ir.Param {
+			s := -1
+			if h.Kind == Gather {
+				s = h.Seg
+			}
+			for d := 0; d < e.N; d++ {
+				sh := share(ch.Lengths, e.Segs, s, d)
+				br.Compute[d] += t.Update[d] * sh
+				br.Memory[d] += paramFactor * t.Bytes * count * sh
+			}
+			if h.Kind == Identity {
+				// The replicated parameter's gradient is all-reduced.
+				br.Comm += count * e.collCoeffs(t, I).AllReduce
+			}
+		}
+		adj := 1.0
+		if t.ReqGrad {
+			adj = 2 // the adjoint collective in backward costs the same
+		}
+		sec, _, err := e.tensorComm(ch, ti)
+		if err != nil {
+			return nil, err
+		}
+		br.Comm += adj * count * sec
+	}
+	for d := 0; d < e.N; d++ {
+		if br.Memory[d] > e.Capacity[d] {
+			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
+		}
+		br.Seconds = math.Max(br.Seconds, br.Compute[d])
+	}
+	br.Seconds += br.Comm
+	return br, nil
+}
+
+// maxLen and nonEmpty summarise a segment's lengths.
+func maxLen(ls []int) int {
+	m := 0
+	for _, l := range ls {
+		m = max(m, l)
+	}
+	return m
+}
+
+func nonEmpty(ls []int) int {
+	n := 0
+	for _, l := range ls {
+		if l > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// tensorComm is the forward communication of one tensor of class ti under
+// ch, and whether a Reduce tensor reaches its Gather layouts through
+// Identity (all-reduce, then free slices) rather than by reduce-scatters.
+//
+//	have Identity: Gather by a free slice; Reduce impossible
+//	have Gather:   Identity by all-gather; another Gather through Identity;
+//	               Reduce by a free pad
+//	have Reduce:   Identity by all-reduce; Gathers by reduce-scatter each,
+//	               or through Identity when Identity is needed anyway or the
+//	               all-reduce costs less than the reduce-scatters
+func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool, err error) {
+	t := &e.Tensors[ti]
+	h := e.have(ch, ti)
+	need := e.Needs(ch, ti)
+	switch h.Kind {
+	case Identity:
+		if need[R] {
+			return 0, false, fmt.Errorf("%w: %s is Identity but a consumer needs Reduce", ErrInfeasibleChoice, t.Name)
+		}
+		return 0, false, nil
+	case Gather:
+		if need[I] {
+			return e.gatherCost(ch, ti, h, I, 0), false, nil
+		}
+		return 0, false, nil
+	}
+	ar := e.collCoeffs(t, I).AllReduce
+	if need[I] {
+		return ar, true, nil
+	}
+	rs, gathers := 0.0, 0
+	for _, q := range e.Layouts(ti) {
+		if need[q] && q.Kind == Gather {
+			rs += e.gatherCost(ch, ti, q, q, 1)
+			gathers++
+		}
+	}
+	if gathers > 0 && ar < rs {
+		return ar, true, nil
+	}
+	return rs, false, nil
+}
+
+// gatherCost: k = 0 all-gather, 1 reduce-scatter, of Gather layout l,
+// making layout target (whose method the choice records).
+func (e *Encoding) gatherCost(ch *Choice, ti int, l, target Layout, k int) float64 {
+	c := e.collCoeffs(&e.Tensors[ti], l)
+	ls := ch.Lengths[l.Seg]
+	if e.grouped(ch, ti, target) {
+		return c.GrpA[k]*float64(nonEmpty(ls)) + c.GrpB[k]*float64(e.Segs[l.Seg].Units)
+	}
+	return c.PadA[k] + c.PadB[k]*float64(maxLen(ls))
+}
+
+// MinimumMemory is device d's memory under the most frugal split possible:
+// every parameter and activation divided evenly among all devices.
+func (e *Encoding) MinimumMemory(d int) float64 {
+	paramFactor := 2.0
+	if e.opt.Optimizer.Kind == "adam" {
+		paramFactor += 2
+	}
+	total := 0.0
+	for _, c := range e.Classes {
+		total += c.ActBytes
+	}
+	for _, t := range e.Tensors {
+		if t.Kind == ir.Param {
+			total += paramFactor * t.Bytes * float64(len(t.Tensors))
+		}
+	}
+	return total / float64(e.N)
+}
+
+// ProducedLayouts reports which layout kinds tensor class tc can be
+// produced in.
+func (e *Encoding) ProducedLayouts(tc int) map[PropKind]bool {
+	t := &e.Tensors[tc]
+	out := map[PropKind]bool{}
+	if t.Producer < 0 {
+		for _, l := range t.LeafLayouts {
+			out[l.Kind] = true
+		}
+		return out
+	}
+	for _, r := range e.Classes[t.Producer].Rules {
+		out[r.Out[t.OutIdx].Kind] = true
+	}
+	return out
+}

@@ -1,0 +1,474 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+
+	"hap/ir"
+	"hap/solve/milp"
+)
+
+// Units inside the MILP. Step times are ~1e-5..1 s and memory ~1e9 B;
+// CBC's default tolerances (~1e-6 absolute) would blur seconds, so the
+// model counts microseconds and megabytes.
+const (
+	milpTime   = 1e6  // MILP time unit per second
+	milpMemory = 1e-6 // MILP memory unit per byte
+)
+
+// MILPTimeUnit is how many MILP time units make a second.
+const MILPTimeUnit = milpTime
+
+// MILPVars remembers where each decision lives in the model's columns.
+type MILPVars struct {
+	x       [][]int       // op class, rule
+	y       [][]int       // tensor class, leaf layout (leaves only)
+	L       [][]int       // segment, device
+	grouped []map[int]int // tensor class: layout index → method column (1 = grouped)
+	T       int
+}
+
+// lin is a sparse linear expression.
+type lin map[int]float64
+
+func (l lin) add(col int, v float64) {
+	if v != 0 {
+		l[col] += v
+	}
+}
+
+// MILP encodes the search for the cheapest Choice as one mixed-integer
+// program. Decisions: a binary per (op class, rule), per (leaf class,
+// layout) and per uneven collective's method; an integer length per
+// (segment, device). Products of a binary choice and a length (a rule's
+// share of a device's work) are linearised exactly: ζ ≥ L − U·(1 − x),
+// ζ ≥ 0, which minimisation makes equal to x·L. The objective is Evaluate's
+// T = max_d C_d + K, so both price every choice the same.
+func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
+	m := &milp.Model{Sense: milp.Minimize}
+	v := &MILPVars{}
+	col := func(name string, lo, hi float64, integer bool) int {
+		return m.AddCol(milp.Col{Name: name, Lower: lo, Upper: hi, Integer: integer})
+	}
+	row := func(name string, lo, hi float64, l lin) {
+		r := milp.Row{Name: name, Lower: lo, Upper: hi}
+		for c, val := range l {
+			r.Coefs = append(r.Coefs, milp.Coef{Col: c, Val: val})
+		}
+		sortCoefs(r.Coefs)
+		m.AddRow(r)
+	}
+	inf := math.Inf(1)
+	// Lengths, their maximum, and which are non-empty.
+	mx := make([]int, len(e.Segs))
+	nz := make([][]int, len(e.Segs))
+	for s, seg := range e.Segs {
+		U := float64(seg.Units)
+		sum := lin{}
+		v.L = append(v.L, make([]int, e.N))
+		mx[s] = col(fmt.Sprintf("max_%s", seg.Name), 0, U, false)
+		nz[s] = make([]int, e.N)
+		for d := 0; d < e.N; d++ {
+			v.L[s][d] = col(fmt.Sprintf("L_%s_%d", seg.Name, d), 0, U, true)
+			nz[s][d] = col(fmt.Sprintf("nz_%s_%d", seg.Name, d), 0, 1, true)
+			sum.add(v.L[s][d], 1)
+			row(fmt.Sprintf("max_%s_%d", seg.Name, d), 0, inf, lin{mx[s]: 1, v.L[s][d]: -1})
+			row(fmt.Sprintf("nzhi_%s_%d", seg.Name, d), 0, inf, lin{nz[s][d]: U, v.L[s][d]: -1})
+			row(fmt.Sprintf("nzlo_%s_%d", seg.Name, d), 0, inf, lin{v.L[s][d]: 1, nz[s][d]: -1})
+		}
+		row("sum_"+seg.Name, U, U, sum)
+	}
+	// Rule choices.
+	lc := e.LossClass()
+	for ci, c := range e.Classes {
+		one := lin{}
+		v.x = append(v.x, make([]int, len(c.Rules)))
+		for ri, r := range c.Rules {
+			hi := 1.0
+			if ci == lc && r.Out[0] != R {
+				hi = 0 // the loss must end as Reduce
+			}
+			v.x[ci][ri] = col(fmt.Sprintf("x_%d_%d", ci, ri), 0, hi, true)
+			one.add(v.x[ci][ri], 1)
+		}
+		row(fmt.Sprintf("one_rule_%d", ci), 1, 1, one)
+	}
+	v.y = make([][]int, len(e.Tensors))
+	v.grouped = make([]map[int]int, len(e.Tensors))
+	for ti, t := range e.Tensors {
+		if t.Producer >= 0 {
+			continue
+		}
+		one := lin{}
+		for li := range t.LeafLayouts {
+			c := col(fmt.Sprintf("y_%d_%d", ti, li), 0, 1, true)
+			v.y[ti] = append(v.y[ti], c)
+			one.add(c, 1)
+		}
+		row(fmt.Sprintf("one_layout_%d", ti), 1, 1, one)
+	}
+	// have(t, l): the expression that is 1 when tensor class t is produced
+	// in layout l.
+	have := func(ti int, l Layout) lin {
+		t := &e.Tensors[ti]
+		h := lin{}
+		if t.Producer < 0 {
+			for li, ll := range t.LeafLayouts {
+				if ll == l {
+					h.add(v.y[ti][li], 1)
+				}
+			}
+			return h
+		}
+		for ri, r := range e.Classes[t.Producer].Rules {
+			if r.Out[t.OutIdx] == l {
+				h.add(v.x[t.Producer][ri], 1)
+			}
+		}
+		return h
+	}
+	// shareTerm adds coef·(share of device d under segment s when the
+	// choice expression on is 1) to dst: ζ ≥ L − U(1 − on), cost coef/U·ζ.
+	zeta := 0
+	shareTerm := func(dst lin, coef float64, s, d int, on lin) {
+		if coef == 0 {
+			return
+		}
+		if s < 0 {
+			for c, val := range on {
+				dst.add(c, coef*val)
+			}
+			return
+		}
+		U := float64(e.Segs[s].Units)
+		z := col(fmt.Sprintf("zeta_%d", zeta), 0, U, false)
+		zeta++
+		l := lin{z: 1, v.L[s][d]: -1}
+		for c, val := range on {
+			l.add(c, -U*val)
+		}
+		row(fmt.Sprintf("zeta_%d", zeta), -U, inf, l) // z − L − U·on ≥ −U
+		dst.add(z, coef/U)
+	}
+	compute := make([]lin, e.N)
+	memory := make([]lin, e.N)
+	for d := range compute {
+		compute[d], memory[d] = lin{}, lin{}
+	}
+	paramFactor := 2.0
+	if e.opt.Optimizer.Kind == "adam" {
+		paramFactor += 2
+	}
+	for ci, c := range e.Classes {
+		bySeg := map[int]lin{}
+		byAct := map[int]lin{}
+		for ri := range c.Rules {
+			if bySeg[c.WorkSeg[ri]] == nil {
+				bySeg[c.WorkSeg[ri]] = lin{}
+			}
+			bySeg[c.WorkSeg[ri]].add(v.x[ci][ri], 1)
+			if byAct[c.ActSeg[ri]] == nil {
+				byAct[c.ActSeg[ri]] = lin{}
+			}
+			byAct[c.ActSeg[ri]].add(v.x[ci][ri], 1)
+		}
+		for d := 0; d < e.N; d++ {
+			for _, s := range sortedKeys(bySeg) {
+				shareTerm(compute[d], milpTime*c.Time[d], s, d, bySeg[s])
+			}
+			for _, s := range sortedKeys(byAct) {
+				shareTerm(memory[d], milpMemory*c.ActBytes, s, d, byAct[s])
+			}
+		}
+	}
+	comm := lin{}
+	group := 0
+	for ti := range e.Tensors {
+		t := &e.Tensors[ti]
+		count := float64(len(t.Tensors))
+		if t.Kind == ir.Param {
+			bySeg := map[int]lin{}
+			for li, l := range t.LeafLayouts {
+				s := -1
+				if l.Kind == Gather {
+					s = l.Seg
+				}
+				if bySeg[s] == nil {
+					bySeg[s] = lin{}
+				}
+				bySeg[s].add(v.y[ti][li], 1)
+			}
+			for d := 0; d < e.N; d++ {
+				for _, s := range sortedKeys(bySeg) {
+					shareTerm(compute[d], milpTime*t.Update[d], s, d, bySeg[s])
+					shareTerm(memory[d], milpMemory*paramFactor*t.Bytes*count, s, d, bySeg[s])
+				}
+			}
+			for c, val := range have(ti, I) {
+				comm.add(c, milpTime*count*e.collCoeffs(t, I).AllReduce*val)
+			}
+		}
+		adj := 1.0
+		if t.ReqGrad {
+			adj = 2
+		}
+		w := adj * count
+		layouts := e.Layouts(ti)
+		need := map[Layout]int{}
+		needCol := func(q Layout) int {
+			if c, ok := need[q]; ok {
+				return c
+			}
+			// Binary: a fractional need(Identity) would weaken the
+			// reduce-scatter's big-M rows below.
+			c := col(fmt.Sprintf("need_%d_%s", ti, q), 0, 1, true)
+			need[q] = c
+			return c
+		}
+		for _, cs := range t.Consumers {
+			for ri, r := range e.Classes[cs[0]].Rules {
+				q := r.In[cs[1]]
+				row(fmt.Sprintf("need_%d_%d_%d_%d", ti, cs[0], cs[1], ri), 0, inf, lin{needCol(q): 1, v.x[cs[0]][ri]: -1})
+			}
+		}
+		produced := map[Layout]bool{}
+		if t.Producer < 0 {
+			for _, l := range t.LeafLayouts {
+				produced[l] = true
+			}
+		} else {
+			for _, r := range e.Classes[t.Producer].Rules {
+				produced[r.Out[t.OutIdx]] = true
+			}
+		}
+		needI := needCol(I)
+		// Gather needed from a different Gather goes through Identity.
+		for _, q := range layouts {
+			c, needed := need[q]
+			if !needed || q.Kind != Gather {
+				continue
+			}
+			for _, h := range layouts {
+				if produced[h] && h.Kind == Gather && h != q {
+					l := lin{needI: 1, c: -1}
+					for hc, val := range have(ti, h) {
+						l.add(hc, -val)
+					}
+					row(fmt.Sprintf("closure_%d", len(m.Rows)), -1, inf, l)
+				}
+			}
+		}
+		// Identity cannot become Reduce.
+		if c, ok := need[R]; ok && produced[I] {
+			l := lin{c: 1}
+			for hc, val := range have(ti, I) {
+				l.add(hc, val)
+			}
+			row(fmt.Sprintf("noIR_%d", ti), -inf, 1, l)
+		}
+		// conv is 1 when need(q) ∧ have(h) [∧ ¬need(I)]: conv ≥ need + have − 1 − extra.
+		conv := func(q, h Layout, minusNeedI bool) int {
+			c := col(fmt.Sprintf("conv_%d_%s_%s", ti, h, q), 0, 1, false)
+			l := lin{c: 1, need[q]: -1}
+			for hc, val := range have(ti, h) {
+				l.add(hc, -val)
+			}
+			if minusNeedI {
+				l.add(needI, 1)
+			}
+			row(fmt.Sprintf("conv_%d", len(m.Rows)), -1, inf, l)
+			return c
+		}
+		// methodCost adds the padded/grouped cost of an uneven collective on
+		// conversion c over segment s (k: 0 all-gather, 1 reduce-scatter).
+		methodCost := func(c int, qi int, cf Coll, k, s int) {
+			cf = cf.scaled(milpTime)
+			// One method per (tensor, layout made), whichever layout it
+			// is made from.
+			if v.grouped[ti] == nil {
+				v.grouped[ti] = map[int]int{}
+			}
+			g, ok := v.grouped[ti][qi]
+			if !ok {
+				g = col(fmt.Sprintf("grouped_%d_%d", ti, qi), 0, 1, true)
+				v.grouped[ti][qi] = g
+			}
+			U := float64(e.Segs[s].Units)
+			mPad := cf.PadA[k] + cf.PadB[k]*U
+			mGrp := cf.GrpA[k]*float64(e.N) + cf.GrpB[k]*U
+			tp := col(fmt.Sprintf("tpad_%d", group), 0, inf, false)
+			tg := col(fmt.Sprintf("tgrp_%d", group), 0, inf, false)
+			group++
+			// tp ≥ PadA + PadB·max − M(1 − c) − M·g
+			row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad, g: mPad})
+			// tg ≥ GrpA·Σnz + GrpB·U − M(1 − c) − M(1 − g)
+			l := lin{tg: 1, c: -mGrp, g: -mGrp}
+			for d := 0; d < e.N; d++ {
+				l.add(nz[s][d], -cf.GrpA[k])
+			}
+			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
+			comm.add(tp, w)
+			comm.add(tg, w)
+		}
+		for qi, q := range layouts {
+			if _, ok := need[q]; !ok {
+				continue
+			}
+			switch q.Kind {
+			case Identity:
+				if produced[R] {
+					comm.add(conv(I, R, false), milpTime*w*e.collCoeffs(t, I).AllReduce)
+				}
+				for _, h := range layouts {
+					if produced[h] && h.Kind == Gather {
+						methodCost(conv(I, h, false), qi, e.collCoeffs(t, h), 0, h.Seg)
+					}
+				}
+			case Gather:
+				if produced[R] {
+					methodCost(conv(q, R, true), qi, e.collCoeffs(t, q), 1, q.Seg)
+				}
+			}
+		}
+	}
+	v.T = col("T", 0, inf, false)
+	m.Cols[v.T].Obj = 1
+	for d := 0; d < e.N; d++ {
+		l := lin{v.T: 1}
+		for c, val := range compute[d] {
+			l.add(c, -val)
+		}
+		for c, val := range comm {
+			l.add(c, -val)
+		}
+		row(fmt.Sprintf("T_%d", d), 0, inf, l)
+		if e.memoryMayBind() {
+			row(fmt.Sprintf("memory_%d", d), -inf, milpMemory*e.Capacity[d], memory[d])
+		}
+	}
+	return m, v
+}
+
+// memoryMayBind reports whether the whole model replicated on one device
+// could exceed some device's capacity; if not, memory rows are omitted.
+func (e *Encoding) memoryMayBind() bool {
+	paramFactor := 2.0
+	if e.opt.Optimizer.Kind == "adam" {
+		paramFactor += 2
+	}
+	total := 0.0
+	for _, c := range e.Classes {
+		total += c.ActBytes
+	}
+	for _, t := range e.Tensors {
+		if t.Kind == ir.Param {
+			total += paramFactor * t.Bytes * float64(len(t.Tensors))
+		}
+	}
+	for _, c := range e.Capacity {
+		if total > c {
+			return true
+		}
+	}
+	return false
+}
+
+// scaled multiplies every time coefficient by f.
+func (c Coll) scaled(f float64) Coll {
+	for k := 0; k < 2; k++ {
+		c.PadA[k] *= f
+		c.PadB[k] *= f
+		c.GrpA[k] *= f
+		c.GrpB[k] *= f
+	}
+	c.AllReduce *= f
+	return c
+}
+
+// ChoiceFrom reads a MILP solution back as a Choice.
+func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
+	ch := &Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
+	argmax := func(cols []int) int {
+		best := 0
+		for i, c := range cols {
+			if x[c] > x[cols[best]] {
+				best = i
+			}
+		}
+		return best
+	}
+	for ci := range e.Classes {
+		ch.Rule[ci] = argmax(v.x[ci])
+	}
+	for ti := range e.Tensors {
+		if v.y[ti] != nil {
+			ch.Leaf[ti] = argmax(v.y[ti])
+		}
+		if v.grouped[ti] != nil {
+			ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
+			for qi, c := range v.grouped[ti] {
+				ch.Grouped[ti][qi] = x[c] > 0.5
+			}
+		}
+	}
+	for s := range e.Segs {
+		ls := make([]int, e.N)
+		for d := range ls {
+			ls[d] = int(math.Round(x[v.L[s][d]]))
+		}
+		ch.Lengths = append(ch.Lengths, ls)
+	}
+	return ch
+}
+
+func sortedKeys(m map[int]lin) []int {
+	var ks []int
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && ks[j] < ks[j-1]; j-- {
+			ks[j], ks[j-1] = ks[j-1], ks[j]
+		}
+	}
+	return ks
+}
+
+func sortCoefs(cs []milp.Coef) {
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].Col < cs[j-1].Col; j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
+}
+
+// Fix pins a model's decision columns to a choice (tests use it to price a
+// given choice with the MILP).
+func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
+	pin := func(c int, val float64) { m.Cols[c].Lower, m.Cols[c].Upper = val, val }
+	for ci := range e.Classes {
+		for ri, c := range v.x[ci] {
+			pin(c, b2f(ri == ch.Rule[ci]))
+		}
+	}
+	for ti := range e.Tensors {
+		for li, c := range v.y[ti] {
+			pin(c, b2f(li == ch.Leaf[ti]))
+		}
+		for qi, c := range v.grouped[ti] {
+			pin(c, b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi]))
+		}
+	}
+	for s := range e.Segs {
+		for d, c := range v.L[s] {
+			pin(c, float64(ch.Lengths[s][d]))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,12 @@
+// Package solve owns hap's solver side: thin cgo bindings to Z3 (solve/z3)
+// and to a MILP solver behind a small interface (solve/milp, with the CBC
+// backend in solve/milp/cbc), and the joint solve that turns an encoding
+// (package encode) into a plan's program: Synthesize.
+//
+//	graph + cluster ──encode.Encode──► Encoding ──Encoding.MILP──► milp.Model
+//	                                                                  │ CBC
+//	  Program ◄──Encoding.Decode── Choice ◄──Encoding.ChoiceFrom── solution
+//
+// solve imports encode, ir, cost and cluster; the binding subpackages
+// import nothing of hap (milp/cbc imports milp).
+package solve

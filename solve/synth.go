@@ -1,0 +1,151 @@
+package solve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+	"hap/solve/milp"
+	"hap/solve/milp/cbc"
+)
+
+// Options configure a synthesis.
+type Options struct {
+	Optimizer ir.Optimizer
+	// TimeLimit stops the MILP search with the best plan found and its
+	// proven bound; 0 means no limit.
+	TimeLimit time.Duration
+	// RelGap stops once the incumbent is proven within this fraction of
+	// optimal; 0 means prove optimality.
+	RelGap float64
+	// NoTie turns off tying of identical layers.
+	NoTie bool
+	// Segments overrides the candidate segments (tests); nil derives them.
+	Segments []encode.Segment
+}
+
+// Result is a synthesized program and how it was found.
+type Result struct {
+	Program  *encode.Program
+	Encoding *encode.Encoding
+	Choice   *encode.Choice
+	Estimate *encode.Breakdown
+	Status   string // optimal or feasible
+	// Objective is the MILP's value of the plan (seconds), Bound its proven
+	// lower bound.
+	Objective float64
+	Bound     float64
+	Gap       float64
+	Seconds   float64
+	Vars      int
+	Rows      int
+}
+
+// ErrNoPlan is returned when no program fits; the message says why.
+var ErrNoPlan = errors.New("no plan fits")
+
+// Synthesize finds the program and integer shard lengths minimising the
+// encoding's step time, jointly, as one MILP.
+func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*Result, error) {
+	start := time.Now()
+	segs := opt.Segments
+	if segs == nil {
+		segs = CandidateSegments(g)
+	}
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie})
+	if err != nil {
+		return nil, err
+	}
+	model, vars := e.MILP()
+	res, err := cbc.Solver{}.Solve(ctx, model, milp.Options{TimeLimit: opt.TimeLimit, RelGap: opt.RelGap, Threads: 1})
+	if err != nil {
+		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
+	}
+	switch res.Status {
+	case milp.Optimal, milp.Feasible:
+	case milp.Infeasible:
+		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e))
+	default:
+		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
+	}
+	ch := e.ChoiceFrom(vars, res.Values)
+	br, err := e.Evaluate(ch)
+	if err != nil {
+		return nil, fmt.Errorf("internal: the solver's choice does not evaluate: %w", err)
+	}
+	p, err := e.Decode(ch)
+	if err != nil {
+		return nil, fmt.Errorf("internal: the solver's choice does not decode: %w", err)
+	}
+	out := &Result{Program: p, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
+		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows)}
+	return out, nil
+}
+
+// explainInfeasible names the device that cannot hold even the most
+// memory-frugal plan: every parameter and activation split evenly over
+// all devices would still need more than it has — or, failing that, says
+// the constraints conflict.
+func explainInfeasible(e *encode.Encoding) string {
+	var worst []string
+	for d, c := range e.Capacity {
+		need := e.MinimumMemory(d)
+		if need > c {
+			worst = append(worst, fmt.Sprintf("device %d (%s) needs at least %.3g GB for its share of parameters, optimizer state and activations but has %.3g GB usable",
+				d, e.Model().Spec(d).Name, need/1e9, c/1e9))
+		}
+	}
+	if len(worst) > 0 {
+		return strings.Join(worst, "; ")
+	}
+	return "every device could hold its smallest share, but no single program fits all devices' memory at once"
+}
+
+// CandidateSegments derives the units the planner may split: the batch
+// (dim 0 of the first input), attention heads, and the output width of
+// every two-dimensional weight and the first dim of every expert weight.
+func CandidateSegments(g *ir.Graph) []encode.Segment {
+	var segs []encode.Segment
+	seen := map[int]bool{}
+	add := func(name string, units int) {
+		if units < 2 || seen[units] {
+			return
+		}
+		seen[units] = true
+		segs = append(segs, encode.Segment{Name: name, Units: units})
+	}
+	for _, t := range g.TensorsOfKind(ir.Input) {
+		if s := g.Tensors[t].Shape; len(s) > 0 {
+			add("batch", s[0])
+			break
+		}
+	}
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpAttention {
+			if q := g.Tensors[op.Inputs[0]].Shape; len(q) == 4 {
+				add("heads", q[1])
+			}
+		}
+	}
+	var widths []int
+	for _, t := range g.TensorsOfKind(ir.Param) {
+		s := g.Tensors[t].Shape
+		switch len(s) {
+		case 2:
+			widths = append(widths, s[1])
+		case 3:
+			add("experts", s[0])
+		}
+	}
+	sort.Ints(widths)
+	for _, w := range widths {
+		add(fmt.Sprintf("w%d", w), w)
+	}
+	return segs
+}

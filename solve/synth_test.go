@@ -1,0 +1,226 @@
+package solve
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+)
+
+// exactTolerance: the MILP and the enumerator price choices with the same
+// coefficients; they may differ only by the solver's feasibility tolerance.
+const exactTolerance = 1e-6
+
+// smallCluster is n devices of random types on one or two nodes.
+func smallCluster(t testing.TB, rng *rand.Rand, n int) *cost.Model {
+	types := []string{"V100-SXM2-16GB", "P100-PCIE-16GB", "T4", "A100-SXM4-40GB"}
+	yaml := "name: small\nnodes:\n"
+	nodes := 1 + rng.IntN(2)
+	if n == 1 {
+		nodes = 1
+	}
+	left := n
+	for i := 0; i < nodes; i++ {
+		c := left
+		if i < nodes-1 {
+			c = 1 + rng.IntN(left-nodes+i+1)
+		}
+		left -= c
+		yaml += fmt.Sprintf("  - {name: n%d, device: %s, count: %d, intra: {class: pcie, bandwidth: 12GB/s}}\n", i, types[rng.IntN(len(types))], c)
+	}
+	yaml += "inter: {class: ethernet, bandwidth: 10Gb/s}\n"
+	c, err := cluster.ParseCluster([]byte(yaml), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// smallGraph is a random chain of two ops on parameters ending in a loss.
+func smallGraph(rng *rand.Rand) *ir.Graph {
+	b := ir.NewBuilder("small", ir.Float32)
+	batch := 2 + rng.IntN(2)
+	width := 2 + rng.IntN(2)
+	x := b.Input("x", ir.Float32, batch, 3)
+	h := x
+	switch rng.IntN(3) {
+	case 0:
+		h = b.MatMul(x, b.Param("w", 3, width))
+	case 1:
+		h = b.ReLU(b.MatMul(x, b.Param("w", 3, width)))
+	case 2:
+		h = b.Bias(b.MatMul(x, b.Param("w", 3, width)), b.Param("b", width))
+	}
+	if rng.IntN(2) == 0 {
+		h = b.GELU(h)
+	}
+	loss := b.CrossEntropy(h, b.Label("y", batch))
+	g, err := b.Finish(loss)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// compositions calls f with every split of units into n non-negative parts.
+func compositions(units, n int, f func([]int)) {
+	parts := make([]int, n)
+	var rec func(i, left int)
+	rec = func(i, left int) {
+		if i == n-1 {
+			parts[i] = left
+			f(parts)
+			return
+		}
+		for v := 0; v <= left; v++ {
+			parts[i] = v
+			rec(i+1, left-v)
+		}
+	}
+	rec(0, units)
+}
+
+// enumerate finds the cheapest choice by trying every rule, leaf layout,
+// integer length and, for each collective the choice actually makes, both
+// methods.
+func enumerate(e *encode.Encoding) (float64, *encode.Choice) {
+	best := math.Inf(1)
+	var bestCh *encode.Choice
+	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors)), Lengths: make([][]int, len(e.Segs))}
+	for ti := range e.Tensors {
+		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
+	}
+	type bit struct{ t, q int }
+	var lengths func(s int)
+	lengths = func(s int) {
+		if s == len(e.Segs) {
+			br, err := e.Evaluate(ch)
+			if err == nil && br.Seconds < best-1e-15 {
+				best = br.Seconds
+				bestCh = cloneChoice(ch)
+			}
+			return
+		}
+		compositions(e.Segs[s].Units, e.N, func(p []int) {
+			ch.Lengths[s] = append([]int{}, p...)
+			lengths(s + 1)
+		})
+	}
+	// active lists the collectives with a method under the current rules
+	// and leaves: an all-gather (Gather → Identity) or a reduce-scatter
+	// (Reduce → Gather when Identity is not made anyway).
+	active := func() []bit {
+		var bits []bit
+		for ti := range e.Tensors {
+			need := e.Needs(ch, ti)
+			h := e.Have(ch, ti)
+			for qi, q := range e.Layouts(ti) {
+				if need[q] && q != h && ((h.Kind == encode.Gather && q.Kind == encode.Identity) || (h.Kind == encode.Reduce && q.Kind == encode.Gather && !need[encode.I])) {
+					bits = append(bits, bit{ti, qi})
+				}
+			}
+		}
+		return bits
+	}
+	var methods func(bits []bit, i int)
+	methods = func(bits []bit, i int) {
+		if i == len(bits) {
+			lengths(0)
+			return
+		}
+		for _, v := range []bool{false, true} {
+			ch.Grouped[bits[i].t][bits[i].q] = v
+			methods(bits, i+1)
+		}
+		ch.Grouped[bits[i].t][bits[i].q] = false
+	}
+	var leaves func(ti int)
+	leaves = func(ti int) {
+		if ti == len(e.Tensors) {
+			methods(active(), 0)
+			return
+		}
+		if e.Tensors[ti].Producer >= 0 {
+			leaves(ti + 1)
+			return
+		}
+		for li := range e.Tensors[ti].LeafLayouts {
+			ch.Leaf[ti] = li
+			leaves(ti + 1)
+		}
+	}
+	lc := e.LossClass()
+	var rules func(ci int)
+	rules = func(ci int) {
+		if ci == len(e.Classes) {
+			leaves(0)
+			return
+		}
+		for ri, r := range e.Classes[ci].Rules {
+			if ci == lc && r.Out[0] != encode.R {
+				continue
+			}
+			ch.Rule[ci] = ri
+			rules(ci + 1)
+		}
+	}
+	rules(0)
+	return best, bestCh
+}
+
+func cloneChoice(c *encode.Choice) *encode.Choice {
+	d := &encode.Choice{Rule: append([]int{}, c.Rule...), Leaf: append([]int{}, c.Leaf...)}
+	for _, g := range c.Grouped {
+		d.Grouped = append(d.Grouped, append([]bool{}, g...))
+	}
+	for _, l := range c.Lengths {
+		d.Lengths = append(d.Lengths, append([]int{}, l...))
+	}
+	return d
+}
+
+// The solver's plan is optimal: on random small cases (a few ops, up to 4
+// devices of mixed types on one or two nodes, small dims) its cost equals
+// the minimum over every rule, layout, method and integer length.
+func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	cases := 200
+	if testing.Short() {
+		cases = 20
+	}
+	for i := 0; i < cases; i++ {
+		g := smallGraph(rng)
+		n := 1 + rng.IntN(4)
+		if n == 4 && rng.IntN(2) == 0 {
+			n = 3
+		}
+		m := smallCluster(t, rng, n)
+		batch := g.Tensors[0].Shape[0]
+		segs := []encode.Segment{{Name: "batch", Units: batch}}
+		if w := g.Tensors[g.TensorsOfKind(ir.Param)[0]].Shape[1]; w != batch && n <= 3 {
+			segs = append(segs, encode.Segment{Name: "width", Units: w})
+		}
+		res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.SGD(0.1), Segments: segs})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		want, wantCh := enumerate(res.Encoding)
+		got := res.Estimate.Seconds
+		if math.Abs(got-want) > exactTolerance*math.Max(want, 1e-9) {
+			t.Errorf("case %d (%d devices, %d ops, segs %v): solver %.9g (MILP objective %.9g), enumeration %.9g (solver %+v, best %+v)", i, n, len(g.Ops), segs, got, res.Objective, want, res.Choice, wantCh)
+		}
+		if res.Status != "optimal" {
+			t.Errorf("case %d: status %s", i, res.Status)
+		}
+	}
+}
