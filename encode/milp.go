@@ -25,6 +25,8 @@ type MILPVars struct {
 	y       [][]int       // tensor class, leaf layout (leaves only)
 	L       [][]int       // segment, device
 	grouped []map[int]int // tensor class: layout index → method column (1 = grouped)
+	need    []map[Layout]int
+	nz      [][]int
 	T       int
 }
 
@@ -130,7 +132,18 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	// shareTerm adds coef·(share of device d under segment s when the
 	// choice expression on is 1) to dst: ζ ≥ L − U(1 − on), cost coef/U·ζ.
 	zeta := 0
-	shareTerm := func(dst lin, coef float64, s, d int, on lin) {
+	// zetaOf remembers, per (owner, segment), the ζ column of each device,
+	// so that Σ_d ζ = U·on can be added: the shares of one choice over all
+	// devices add up to the whole. It holds at every integer point and
+	// lifts the LP bound from ~0 to the ideal compute time.
+	type zkey struct {
+		owner string
+		s     int
+	}
+	zetaOf := map[zkey]lin{}
+	zetaOn := map[zkey]lin{}
+	var zetaOrder []zkey
+	shareTerm := func(dst lin, coef float64, s, d int, on lin, owner string) {
 		if coef == 0 {
 			return
 		}
@@ -148,6 +161,13 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			l.add(c, -U*val)
 		}
 		row(fmt.Sprintf("zeta_%d", zeta), -U, inf, l) // z − L − U·on ≥ −U
+		row(fmt.Sprintf("zetaup_%d", zeta), -inf, 0, lin{z: 1, v.L[s][d]: -1})
+		k := zkey{owner, s}
+		if zetaOf[k] == nil {
+			zetaOf[k], zetaOn[k] = lin{}, on
+			zetaOrder = append(zetaOrder, k)
+		}
+		zetaOf[k].add(z, 1)
 		dst.add(z, coef/U)
 	}
 	compute := make([]lin, e.N)
@@ -174,10 +194,10 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		}
 		for d := 0; d < e.N; d++ {
 			for _, s := range sortedKeys(bySeg) {
-				shareTerm(compute[d], milpTime*c.Time[d], s, d, bySeg[s])
+				shareTerm(compute[d], milpTime*c.Time[d], s, d, bySeg[s], fmt.Sprintf("c%d", ci))
 			}
 			for _, s := range sortedKeys(byAct) {
-				shareTerm(memory[d], milpMemory*c.ActBytes, s, d, byAct[s])
+				shareTerm(memory[d], milpMemory*c.ActBytes, s, d, byAct[s], fmt.Sprintf("a%d", ci))
 			}
 		}
 	}
@@ -200,8 +220,8 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			}
 			for d := 0; d < e.N; d++ {
 				for _, s := range sortedKeys(bySeg) {
-					shareTerm(compute[d], milpTime*t.Update[d], s, d, bySeg[s])
-					shareTerm(memory[d], milpMemory*paramFactor*t.Bytes*count, s, d, bySeg[s])
+					shareTerm(compute[d], milpTime*t.Update[d], s, d, bySeg[s], fmt.Sprintf("p%d", ti))
+					shareTerm(memory[d], milpMemory*paramFactor*t.Bytes*count, s, d, bySeg[s], fmt.Sprintf("m%d", ti))
 				}
 			}
 			for c, val := range have(ti, I) {
@@ -215,6 +235,10 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		w := adj * count
 		layouts := e.Layouts(ti)
 		need := map[Layout]int{}
+		if v.need == nil {
+			v.need = make([]map[Layout]int, len(e.Tensors))
+		}
+		v.need[ti] = need
 		needCol := func(q Layout) int {
 			if c, ok := need[q]; ok {
 				return c
@@ -309,6 +333,12 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
 			comm.add(tp, w)
 			comm.add(tg, w)
+			// Whatever the lengths and method, the conversion costs at
+			// least its cheapest case: padded with the most even pieces, or
+			// grouped with one non-empty piece.
+			even := math.Ceil(U / float64(e.N))
+			least := math.Min(cf.PadA[k]+cf.PadB[k]*even, cf.GrpA[k]+cf.GrpB[k]*U)
+			row(fmt.Sprintf("least_%d", group), 0, inf, lin{tp: 1, tg: 1, c: -least})
 		}
 		for qi, q := range layouts {
 			if _, ok := need[q]; !ok {
@@ -331,6 +361,18 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			}
 		}
 	}
+	for _, k := range zetaOrder {
+		l := lin{}
+		for c, val := range zetaOf[k] {
+			l.add(c, val)
+		}
+		U := float64(e.Segs[k.s].Units)
+		for c, val := range zetaOn[k] {
+			l.add(c, -U*val)
+		}
+		row(fmt.Sprintf("conserve_%s_%d", k.owner, k.s), 0, 0, l)
+	}
+	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
 	for d := 0; d < e.N; d++ {
@@ -471,4 +513,123 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// StartValues gives the integer columns' values of a choice, as a MIP
+// start: the solver completes the continuous columns and begins its search
+// from this incumbent.
+func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
+	st := map[int]float64{}
+	for ci := range e.Classes {
+		for ri, c := range v.x[ci] {
+			st[c] = b2f(ri == ch.Rule[ci])
+		}
+	}
+	for ti := range e.Tensors {
+		for li, c := range v.y[ti] {
+			st[c] = b2f(li == ch.Leaf[ti])
+		}
+		for qi, c := range v.grouped[ti] {
+			st[c] = b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi])
+		}
+		need := e.Needs(ch, ti)
+		if _, via, err := e.tensorComm(ch, ti); err == nil && via {
+			need[I] = true
+		}
+		for q, c := range v.need[ti] {
+			st[c] = b2f(need[q])
+		}
+	}
+	for s := range e.Segs {
+		for d, c := range v.L[s] {
+			st[c] = float64(ch.Lengths[s][d])
+			st[v.nz[s][d]] = b2f(ch.Lengths[s][d] > 0)
+		}
+	}
+	return st
+}
+
+// ChoiceOf expresses a program (a hand-written strategy's, say) as a
+// choice of this encoding, matching segments by their units; ok is false
+// when some op runs a rule the encoding does not offer or tied ops run
+// different rules.
+func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
+	segMap := map[int]int{}
+	for ps, seg := range p.Segments {
+		for es, eseg := range e.Segs {
+			if eseg.Units == seg.Units {
+				segMap[ps] = es
+			}
+		}
+	}
+	remap := func(l Layout) (Layout, bool) {
+		if l.Kind != Gather {
+			return l, true
+		}
+		s, ok := segMap[l.Seg]
+		return G(l.Dim, s), ok
+	}
+	ch = &Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
+	for i := range ch.Rule {
+		ch.Rule[i] = -1
+	}
+	for _, in := range p.Instrs {
+		if in.Kind != Compute {
+			continue
+		}
+		ci := e.classOf[in.Op]
+		want := Rule{In: make([]Layout, len(in.Rule.In)), Out: make([]Layout, len(in.Rule.Out))}
+		for i, l := range in.Rule.In {
+			if want.In[i], ok = remap(l); !ok {
+				return nil, false
+			}
+		}
+		for i, l := range in.Rule.Out {
+			if want.Out[i], ok = remap(l); !ok {
+				return nil, false
+			}
+		}
+		found := -1
+		for ri, r := range e.Classes[ci].Rules {
+			if r.equal(want) {
+				found = ri
+			}
+		}
+		if found < 0 || (ch.Rule[ci] >= 0 && ch.Rule[ci] != found) {
+			return nil, false
+		}
+		ch.Rule[ci] = found
+	}
+	for _, lf := range p.Leaves {
+		ti := e.tclassOf[lf.Tensor]
+		l, ok := remap(lf.Layout)
+		if !ok {
+			return nil, false
+		}
+		found := -1
+		for li, x := range e.Tensors[ti].LeafLayouts {
+			if x == l {
+				found = li
+			}
+		}
+		if found < 0 {
+			return nil, false
+		}
+		ch.Leaf[ti] = found
+	}
+	for es, seg := range e.Segs {
+		ls := RoundLengths(seg.Units, make([]float64, e.N))
+		even := make([]float64, e.N)
+		for i := range even {
+			even[i] = 1
+		}
+		ls = RoundLengths(seg.Units, even)
+		for ps, x := range segMap {
+			if x == es {
+				ls = append([]int{}, p.Segments[ps].Lengths...)
+			}
+		}
+		ch.Lengths = append(ch.Lengths, ls)
+	}
+	return ch, true
 }

@@ -99,11 +99,22 @@ type Cost struct {
 type Solver struct {
 	// Status: "heuristic" for hand-written strategies; "optimal" or
 	// "feasible" for the synthesizer.
-	Status   string     `json:"status"`
-	Seconds  float64    `json:"seconds"`
-	Gap      float64    `json:"gap"`
-	Bound    float64    `json:"bound,omitempty"`
-	Versions []Software `json:"versions,omitempty"`
+	Status string `json:"status"`
+	// Seconds is the solver's wall time. It is the one field that varies
+	// between identical runs; Deterministic documents zero it.
+	Seconds float64 `json:"seconds"`
+	// Objective is the planner's cost-model step time of the plan and Bound
+	// the solver's proven lower bound on it; Gap = (Objective−Bound)/Objective.
+	Objective float64    `json:"objective,omitempty"`
+	Bound     float64    `json:"bound,omitempty"`
+	Gap       float64    `json:"gap"`
+	Model     string     `json:"model,omitempty"` // "milp" and its size
+	Versions  []Software `json:"versions,omitempty"`
+	Options   []Software `json:"options,omitempty"`
+	// Chosen names the hand-written strategy whose program the simulator
+	// found faster than the solver's, when that happened; empty when the
+	// program is the solver's own.
+	Chosen string `json:"chosen,omitempty"`
 }
 
 // Software is one component's version.

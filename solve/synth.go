@@ -28,6 +28,10 @@ type Options struct {
 	NoTie bool
 	// Segments overrides the candidate segments (tests); nil derives them.
 	Segments []encode.Segment
+	// Starts are programs to start the search from (the hand-written
+	// strategies'): the cheapest under the encoding becomes the MIP start,
+	// so the result is never worse than any of them.
+	Starts []*encode.Program
 }
 
 // Result is a synthesized program and how it was found.
@@ -63,7 +67,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		return nil, err
 	}
 	model, vars := e.MILP()
-	res, err := cbc.Solver{}.Solve(ctx, model, milp.Options{TimeLimit: opt.TimeLimit, RelGap: opt.RelGap, Threads: 1})
+	mo := milp.Options{TimeLimit: opt.TimeLimit, RelGap: opt.RelGap, Threads: 1}
+	if start := bestStart(e, opt.Starts); start != nil {
+		mo.Start = e.StartValues(vars, start)
+	}
+	res, err := cbc.Solver{}.Solve(ctx, model, mo)
 	if err != nil {
 		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
 	}
@@ -148,4 +156,24 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 		add(fmt.Sprintf("w%d", w), w)
 	}
 	return segs
+}
+
+// bestStart is the cheapest feasible start under the encoding, or nil.
+func bestStart(e *encode.Encoding, starts []*encode.Program) *encode.Choice {
+	var best *encode.Choice
+	bestCost := 0.0
+	for _, p := range starts {
+		ch, ok := e.ChoiceOf(p)
+		if !ok {
+			continue
+		}
+		br, err := e.Evaluate(ch)
+		if err != nil {
+			continue
+		}
+		if best == nil || br.Seconds < bestCost {
+			best, bestCost = ch, br.Seconds
+		}
+	}
+	return best
 }

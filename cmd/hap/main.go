@@ -45,7 +45,7 @@ func commands() []command {
 		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},
 		{"clusters", "[--json]", "built-in clusters", runClusters},
-		{"plan", "--model M --cluster C --strategy S [-o FILE] [--json]", "make a distributed training plan", runPlan},
+		{"plan", "--model M --cluster C [--strategy S] [--time-limit D] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
 		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
 		{"simulate", "PLAN [--trace FILE]", "estimated step time per device, Chrome trace", runSimulate},
 		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
@@ -84,6 +84,15 @@ func dispatch(e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stderr, "hap: unknown command %q (run 'hap help')\n", args[0])
 	return 2
+}
+
+// progressWriter is where long work reports progress: stderr when it is a
+// terminal, nowhere otherwise.
+func (e *env) progressWriter() io.Writer {
+	if e.progress {
+		return e.stderr
+	}
+	return nil
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

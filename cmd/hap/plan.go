@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"hap/cluster"
 	"hap/executor"
@@ -18,17 +21,21 @@ type modelFlags struct {
 	model, cluster      string
 	batch, experts      int
 	strategy, optimizer string
+	timeLimit           time.Duration
+	progress            io.Writer
 }
 
 func (m *modelFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
 	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
 	fs.IntVar(&m.batch, "batch", 0, "global batch (default: the model's)")
 	fs.IntVar(&m.experts, "experts", 0, "MoE experts (default: 2 × devices)")
-	fs.StringVar(&m.strategy, "strategy", "", "hand-written strategy: "+strings.Join(strategy.Names(), ", "))
+	fs.StringVar(&m.strategy, "strategy", "", "a hand-written strategy instead of the synthesizer: "+strings.Join(strategy.Names(), ", "))
+	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s)")
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 }
 
@@ -37,11 +44,8 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if m.model == "" || m.cluster == "" {
 		return nil, usageErr("need --model and --cluster")
 	}
-	if m.strategy == "" {
-		return nil, usageErr("need --strategy (one of %s); the synthesizer is not built yet", strings.Join(strategy.Names(), ", "))
-	}
-	if m.batch < 0 || m.experts < 0 {
-		return nil, usageErr("--batch and --experts must be positive")
+	if m.batch < 0 || m.experts < 0 || m.timeLimit < 0 {
+		return nil, usageErr("--batch, --experts and --time-limit must be positive")
 	}
 	in, err := plan.LoadInputs(m.model, models.Options{Batch: m.batch, Experts: m.experts}, m.cluster)
 	if err != nil {
@@ -54,6 +58,9 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	default:
 		return nil, usageErr("--optimizer must be adam or sgd")
 	}
+	if m.strategy == "" {
+		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, Progress: m.progress})
+	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {
 		return nil, err
@@ -63,7 +70,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 
 func runPlan(e *env, args []string) error {
 	fs := flags(e, "plan", "--model M --cluster C --strategy S [--batch N] [-o FILE] [--json]")
-	var m modelFlags
+	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
@@ -90,7 +97,11 @@ func runPlan(e *env, args []string) error {
 		_, err := e.stdout.Write(data)
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s on %s (%d devices), strategy %s: step %.4g s\n", pl.Model.Name, pl.Cluster.Name, pl.Cluster.Devices, pl.Options.Strategy, pl.Cost.StepSeconds)
+	fmt.Fprintf(e.stdout, "%s on %s (%d devices), %s: simulated step %.4g s", pl.Model.Name, pl.Cluster.Name, pl.Cluster.Devices, pl.Options.Strategy, pl.Cost.StepSeconds)
+	if pl.Solver.Status != "heuristic" {
+		fmt.Fprintf(e.stdout, "; solver %s in %.3g s, objective %.4g s, bound %.4g s, gap %.2g%%", pl.Solver.Status, pl.Solver.Seconds, pl.Solver.Objective, pl.Solver.Bound, 100*pl.Solver.Gap)
+	}
+	fmt.Fprintln(e.stdout)
 	if *out != "" {
 		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
 	}

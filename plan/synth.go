@@ -1,0 +1,96 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"time"
+
+	"hap/cost"
+	"hap/encode"
+	"hap/solve"
+	"hap/solve/milp/cbc"
+	"hap/solve/z3"
+	"hap/strategy"
+)
+
+// SynthOptions configure Synthesize.
+type SynthOptions struct {
+	TimeLimit time.Duration
+	// Progress, when set, receives one line per phase.
+	Progress io.Writer
+	// WallTime records the solver's wall time in the plan; off, the plan's
+	// bytes depend only on its inputs.
+	WallTime bool
+}
+
+// Synthesize plans in.Graph on in.Cluster with the synthesizer and
+// returns the plan document.
+func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if opt.Progress != nil {
+			fmt.Fprintf(opt.Progress, "hap plan: "+format+"\n", args...)
+		}
+	}
+	say("encoding %s (%d ops) for %d devices", in.Graph.Name, len(in.Graph.Ops), in.Cluster.NumDevices())
+	// The hand-written strategies seed the search and stay in the running:
+	// the plan returned is the one the simulator finds fastest.
+	baselines := map[string]*encode.Program{}
+	var starts []*encode.Program
+	for _, name := range strategy.Names() {
+		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
+			baselines[name] = p
+			starts = append(starts, p)
+		}
+	}
+	limit := opt.TimeLimit
+	if limit == 0 {
+		limit = DefaultTimeLimit
+	}
+	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, Starts: starts})
+	if err != nil {
+		return nil, err
+	}
+	say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
+	sol := Solver{
+		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
+		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
+		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"z3", z3.Version()}, {"go", runtime.Version()}},
+		Options:  []Software{{"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(0.9, 'g', -1, 64)}},
+	}
+	if opt.WallTime {
+		sol.Seconds = res.Seconds
+	}
+	say("simulating the plan and the %d baselines", len(baselines))
+	best, err := Build(in, res.Program, "hap", sol)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range strategy.Names() {
+		p, ok := baselines[name]
+		if !ok {
+			continue
+		}
+		r, err := Simulate(in, p)
+		if err != nil || r.StepSeconds >= best.Cost.StepSeconds {
+			continue
+		}
+		alt, err := Build(in, p, "hap", sol)
+		if err != nil {
+			continue
+		}
+		alt.Solver.Chosen = name
+		best = alt
+	}
+	return best, nil
+}
+
+// DefaultTimeLimit bounds the solver when no --time-limit is given: the
+// best plan found by then is returned with its proven bound and gap.
+const DefaultTimeLimit = 10 * time.Second

@@ -1,0 +1,168 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/executor"
+	"hap/ir"
+	"hap/models"
+	"hap/solve"
+	"hap/strategy"
+)
+
+// wide is one huge linear layer: parameters dominate memory.
+func wide(t *testing.T, in, out int) string {
+	b := ir.NewBuilder("wide", ir.Float32)
+	x := b.Input("x", ir.Float32, 8, in)
+	g, err := b.Finish(b.CrossEntropy(b.MatMul(x, b.Param("w", in, out)), b.Label("y", 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "wide.json")
+	var buf bytes.Buffer
+	if err := ir.EncodeJSON(&buf, g); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(f, buf.Bytes(), 0o644)
+	return f
+}
+
+// A 1.07 B-parameter layer with Adam needs ~17 GB replicated: data
+// parallelism does not fit the T4, but splitting the weight does.
+func TestMemoryLimitIsPlannedAround(t *testing.T) {
+	in, err := LoadInputs(wide(t, 16384, 65536), models.Options{}, "testdata/duo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := cost.New(in.Cluster, cost.Options{})
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := strategy.Build("dp-ev", in.Graph, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, ok := e.ChoiceOf(dp)
+	if !ok {
+		t.Fatal("dp-ev is not expressible in the encoding")
+	}
+	if _, err := e.Evaluate(ch); !errors.Is(err, encode.ErrInfeasibleChoice) || !strings.Contains(err.Error(), "device 1") {
+		t.Fatalf("dp-ev should run out of memory on device 1 (the T4): %v", err)
+	}
+	pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("no plan: %v", err)
+	}
+	for _, d := range pl.Cost.PerDevice {
+		if d.PeakMemory > d.Capacity {
+			t.Errorf("device %d (%s): peak %d B > capacity %d B", d.Device, d.Type, d.PeakMemory, d.Capacity)
+		}
+	}
+	if pl.Solver.Chosen != "" {
+		t.Errorf("a baseline (%s) was chosen; only a synthesized plan fits", pl.Solver.Chosen)
+	}
+}
+
+// When nothing fits, the error names a device and the bytes needed vs
+// available.
+func TestNothingFitsExplainsWhy(t *testing.T) {
+	in, err := LoadInputs(wide(t, 65536, 131072), models.Options{}, "testdata/duo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Synthesize(context.Background(), in, SynthOptions{TimeLimit: 10 * time.Second})
+	if !errors.Is(err, solve.ErrNoPlan) {
+		t.Fatalf("got %v, want ErrNoPlan", err)
+	}
+	for _, want := range []string{"device", "needs at least", "GB", "has"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("explanation %q lacks %q", err, want)
+		}
+	}
+}
+
+// A time limit returns the best plan found with the proven bound and gap.
+func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
+	in, err := LoadInputs("bert-base-tiny", models.Options{}, "paper-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("a 2 s limit took %v", el)
+	}
+	s := pl.Solver
+	if s.Status != "feasible" && s.Status != "optimal" {
+		t.Fatalf("status %q", s.Status)
+	}
+	if s.Status == "feasible" && !(s.Bound <= s.Objective && s.Gap > 0) {
+		t.Errorf("feasible plan without a bound below it: %+v", s)
+	}
+}
+
+// Same inputs, same plan bytes.
+func TestPlansAreDeterministic(t *testing.T) {
+	in, err := LoadInputs("mlp-tiny", models.Options{}, "testdata/duo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for i := 0; i < 2; i++ {
+		pl, err := Synthesize(context.Background(), in, SynthOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Solver.Status != "optimal" {
+			t.Fatalf("determinism needs a plan solved to optimality, got %s", pl.Solver.Status)
+		}
+		b, _ := pl.Encode()
+		docs = append(docs, b)
+	}
+	if !bytes.Equal(docs[0], docs[1]) {
+		t.Fatal("two runs gave different plan bytes")
+	}
+}
+
+// The synthesized plan of every tiny zoo model on paper-8 trains exactly
+// like one device.
+func TestSynthesizedTinyPlansVerify(t *testing.T) {
+	c, _ := cluster.Load("paper-8")
+	_ = c
+	for _, name := range []string{"mlp-tiny", "bert-base-tiny", "vit-tiny", "vgg19-tiny", "bert-moe-tiny", "gpt2-tiny"} {
+		in, err := LoadInputs(name, models.Options{}, "paper-8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		in2, p, err := pl.Resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		g, _ := models.Load(name, models.Options{DType: ir.Float64, Experts: in2.ModelOpts.Experts})
+		rep, err := executor.Verify(g, p, executor.Options{DType: ir.Float64, Steps: 2, Seed: 1, Optimizer: ir.SGD(1e-2)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rep.Max() > 1e-10 {
+			t.Errorf("%s: relative error %.3g", name, rep.Max())
+		}
+	}
+}
