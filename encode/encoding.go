@@ -43,6 +43,9 @@ type Encoding struct {
 	// classOf maps a forward op to its class; tclassOf a tensor to its.
 	classOf  []int
 	tclassOf []int
+	// Groups are the devices the MILP treats as one: identical hardware,
+	// each group's units spread evenly over its devices.
+	Groups [][]int
 	// coll caches collCoeffs by (tensor class, layout); layouts caches
 	// Layouts.
 	coll    map[collKey]Coll
@@ -62,6 +65,9 @@ type EncodeOptions struct {
 	MemoryFraction float64
 	// NoTie turns off tying of identical layers (for tests).
 	NoTie bool
+	// NoGroup gives every device its own MILP variables; by default
+	// identical devices (same type, memory and throughput) share them.
+	NoGroup bool
 }
 
 // DefaultMemoryFraction leaves 10% of each device for workspace and
@@ -119,8 +125,21 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	}
 	n := m.NumDevices()
 	e := &Encoding{G: g, N: n, Segs: segs, model: m, opt: opt, classOf: make([]int, len(g.Ops)), tclassOf: make([]int, len(g.Tensors))}
+	byKey := map[string]int{}
 	for d := 0; d < n; d++ {
 		e.Capacity = append(e.Capacity, float64(m.Capacity(d))*opt.MemoryFraction)
+		sp := m.Spec(d)
+		k := fmt.Sprintf("%s|%v|%v|%v|%d", sp.Name, sp.FP32, sp.FP16, sp.MemBandwidth, m.Capacity(d))
+		if opt.NoGroup {
+			k = fmt.Sprint(d)
+		}
+		g, ok := byKey[k]
+		if !ok {
+			g = len(e.Groups)
+			byKey[k] = g
+			e.Groups = append(e.Groups, nil)
+		}
+		e.Groups[g] = append(e.Groups[g], d)
 	}
 	step, err := ir.BuildTrainStep(g, opt.Optimizer)
 	if err != nil {

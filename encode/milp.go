@@ -64,19 +64,24 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	// Lengths, their maximum, and which are non-empty.
 	mx := make([]int, len(e.Segs))
 	nz := make([][]int, len(e.Segs))
+	// L[s][g] is the units of segment s held by device group g, shared
+	// evenly by its devices (one device per group unless grouped).
+	G := len(e.Groups)
+	size := func(g int) float64 { return float64(len(e.Groups[g])) }
 	for s, seg := range e.Segs {
 		U := float64(seg.Units)
 		sum := lin{}
-		v.L = append(v.L, make([]int, e.N))
+		v.L = append(v.L, make([]int, G))
 		mx[s] = col(fmt.Sprintf("max_%s", seg.Name), 0, U, false)
-		nz[s] = make([]int, e.N)
-		for d := 0; d < e.N; d++ {
-			v.L[s][d] = col(fmt.Sprintf("L_%s_%d", seg.Name, d), 0, U, true)
-			nz[s][d] = col(fmt.Sprintf("nz_%s_%d", seg.Name, d), 0, 1, true)
-			sum.add(v.L[s][d], 1)
-			row(fmt.Sprintf("max_%s_%d", seg.Name, d), 0, inf, lin{mx[s]: 1, v.L[s][d]: -1})
-			row(fmt.Sprintf("nzhi_%s_%d", seg.Name, d), 0, inf, lin{nz[s][d]: U, v.L[s][d]: -1})
-			row(fmt.Sprintf("nzlo_%s_%d", seg.Name, d), 0, inf, lin{v.L[s][d]: 1, nz[s][d]: -1})
+		nz[s] = make([]int, G)
+		for g := 0; g < G; g++ {
+			v.L[s][g] = col(fmt.Sprintf("L_%s_%d", seg.Name, g), 0, U, true)
+			nz[s][g] = col(fmt.Sprintf("nz_%s_%d", seg.Name, g), 0, 1, true)
+			sum.add(v.L[s][g], 1)
+			// The largest piece is at least each device's even share.
+			row(fmt.Sprintf("max_%s_%d", seg.Name, g), 0, inf, lin{mx[s]: 1, v.L[s][g]: -1 / size(g)})
+			row(fmt.Sprintf("nzhi_%s_%d", seg.Name, g), 0, inf, lin{nz[s][g]: U, v.L[s][g]: -1})
+			row(fmt.Sprintf("nzlo_%s_%d", seg.Name, g), 0, inf, lin{v.L[s][g]: 1, nz[s][g]: -1})
 		}
 		row("sum_"+seg.Name, U, U, sum)
 	}
@@ -154,6 +159,7 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			return
 		}
 		U := float64(e.Segs[s].Units)
+		coef /= size(d) // d is a group: each device holds 1/size of its units
 		z := col(fmt.Sprintf("zeta_%d", zeta), 0, U, false)
 		zeta++
 		l := lin{z: 1, v.L[s][d]: -1}
@@ -170,8 +176,8 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		zetaOf[k].add(z, 1)
 		dst.add(z, coef/U)
 	}
-	compute := make([]lin, e.N)
-	memory := make([]lin, e.N)
+	compute := make([]lin, G)
+	memory := make([]lin, G)
 	for d := range compute {
 		compute[d], memory[d] = lin{}, lin{}
 	}
@@ -192,12 +198,13 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			}
 			byAct[c.ActSeg[ri]].add(v.x[ci][ri], 1)
 		}
-		for d := 0; d < e.N; d++ {
+		for g := 0; g < G; g++ {
+			d := e.Groups[g][0] // every device of a group prices the same
 			for _, s := range sortedKeys(bySeg) {
-				shareTerm(compute[d], milpTime*c.Time[d], s, d, bySeg[s], fmt.Sprintf("c%d", ci))
+				shareTerm(compute[g], milpTime*c.Time[d], s, g, bySeg[s], fmt.Sprintf("c%d", ci))
 			}
 			for _, s := range sortedKeys(byAct) {
-				shareTerm(memory[d], milpMemory*c.ActBytes, s, d, byAct[s], fmt.Sprintf("a%d", ci))
+				shareTerm(memory[g], milpMemory*c.ActBytes, s, g, byAct[s], fmt.Sprintf("a%d", ci))
 			}
 		}
 	}
@@ -218,10 +225,11 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 				}
 				bySeg[s].add(v.y[ti][li], 1)
 			}
-			for d := 0; d < e.N; d++ {
+			for g := 0; g < G; g++ {
+				d := e.Groups[g][0]
 				for _, s := range sortedKeys(bySeg) {
-					shareTerm(compute[d], milpTime*t.Update[d], s, d, bySeg[s], fmt.Sprintf("p%d", ti))
-					shareTerm(memory[d], milpMemory*paramFactor*t.Bytes*count, s, d, bySeg[s], fmt.Sprintf("m%d", ti))
+					shareTerm(compute[g], milpTime*t.Update[d], s, g, bySeg[s], fmt.Sprintf("p%d", ti))
+					shareTerm(memory[g], milpMemory*paramFactor*t.Bytes*count, s, g, bySeg[s], fmt.Sprintf("m%d", ti))
 				}
 			}
 			for c, val := range have(ti, I) {
@@ -327,8 +335,8 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad, g: mPad})
 			// tg ≥ GrpA·Σnz + GrpB·U − M(1 − c) − M(1 − g)
 			l := lin{tg: 1, c: -mGrp, g: -mGrp}
-			for d := 0; d < e.N; d++ {
-				l.add(nz[s][d], -cf.GrpA[k])
+			for gr := 0; gr < G; gr++ {
+				l.add(nz[s][gr], -cf.GrpA[k]*size(gr))
 			}
 			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
 			comm.add(tp, w)
@@ -375,17 +383,17 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
-	for d := 0; d < e.N; d++ {
+	for g := 0; g < G; g++ {
 		l := lin{v.T: 1}
-		for c, val := range compute[d] {
+		for c, val := range compute[g] {
 			l.add(c, -val)
 		}
 		for c, val := range comm {
 			l.add(c, -val)
 		}
-		row(fmt.Sprintf("T_%d", d), 0, inf, l)
+		row(fmt.Sprintf("T_%d", g), 0, inf, l)
 		if e.memoryMayBind() {
-			row(fmt.Sprintf("memory_%d", d), -inf, milpMemory*e.Capacity[d], memory[d])
+			row(fmt.Sprintf("memory_%d", g), -inf, milpMemory*e.Capacity[e.Groups[g][0]], memory[g])
 		}
 	}
 	return m, v
@@ -455,8 +463,14 @@ func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
 	}
 	for s := range e.Segs {
 		ls := make([]int, e.N)
-		for d := range ls {
-			ls[d] = int(math.Round(x[v.L[s][d]]))
+		for g, devs := range e.Groups {
+			even := make([]float64, len(devs))
+			for i := range even {
+				even[i] = 1
+			}
+			for i, n := range RoundLengths(int(math.Round(x[v.L[s][g]])), even) {
+				ls[devs[i]] = n
+			}
 		}
 		ch.Lengths = append(ch.Lengths, ls)
 	}
@@ -502,8 +516,12 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 		}
 	}
 	for s := range e.Segs {
-		for d, c := range v.L[s] {
-			pin(c, float64(ch.Lengths[s][d]))
+		for g, c := range v.L[s] {
+			total := 0
+			for _, d := range e.Groups[g] {
+				total += ch.Lengths[s][d]
+			}
+			pin(c, float64(total))
 		}
 	}
 }
@@ -541,9 +559,13 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 		}
 	}
 	for s := range e.Segs {
-		for d, c := range v.L[s] {
-			st[c] = float64(ch.Lengths[s][d])
-			st[v.nz[s][d]] = b2f(ch.Lengths[s][d] > 0)
+		for g, c := range v.L[s] {
+			total := 0
+			for _, d := range e.Groups[g] {
+				total += ch.Lengths[s][d]
+			}
+			st[c] = float64(total)
+			st[v.nz[s][g]] = b2f(total > 0)
 		}
 	}
 	return st

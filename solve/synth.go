@@ -24,8 +24,10 @@ type Options struct {
 	// RelGap stops once the incumbent is proven within this fraction of
 	// optimal; 0 means prove optimality.
 	RelGap float64
-	// NoTie turns off tying of identical layers.
-	NoTie bool
+	// NoTie turns off tying of identical layers; NoGroup gives every
+	// device its own variables instead of sharing them among identical
+	// devices (exact integer lengths per device, larger model).
+	NoTie, NoGroup bool
 	// Segments overrides the candidate segments (tests); nil derives them.
 	Segments []encode.Segment
 	// Starts are programs to start the search from (the hand-written
@@ -62,7 +64,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if segs == nil {
 		segs = CandidateSegments(g)
 	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie})
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup})
 	if err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		if w := g.Tensors[g.TensorsOfKind(ir.Param)[0]].Shape[1]; w != batch && n <= 3 {
 			segs = append(segs, encode.Segment{Name: "width", Units: w})
 		}
-		res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.SGD(0.1), Segments: segs})
+		res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.SGD(0.1), Segments: segs, NoGroup: true})
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
