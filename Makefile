@@ -28,12 +28,14 @@ fuzz: setup
 # All tests: formatting and vet, unit tests, bounded fuzzing of every parser.
 test: setup lint unit fuzz
 
-# The main job on a built-in default: plan BERT-Base on the paper's 16-GPU
-# V100/P100 cluster and explain the plan, then prove a tiny plan exact.
+# The main job on a built-in default: synthesize a plan for BERT-Base on the
+# paper's 16-GPU V100/P100 cluster (global batch 32 × 16), explain it, then
+# prove a synthesized tiny plan equal to single-device training.
 demo: build
-	./bin/hap plan --model bert-base --cluster paper-16 --strategy dp-cp -o bin/bert-base.paper-16.plan.json
-	./bin/hap explain bin/bert-base.paper-16.plan.json | head -40
-	./bin/hap verify --model bert-base-tiny --cluster paper-8 --strategy tp
+	./bin/hap plan --model bert-base --cluster paper-16 --batch 512 -o bin/bert-base.paper-16.plan.json
+	./bin/hap explain bin/bert-base.paper-16.plan.json | head -60
+	./bin/hap plan --model bert-base-tiny --cluster paper-8 --time-limit 3s -o bin/bert-base-tiny.paper-8.plan.json
+	./bin/hap verify bin/bert-base-tiny.paper-8.plan.json
 
 bench: build
 	$(GO) test -run '^$$' -bench . ./...

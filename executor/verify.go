@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"hap/cpu"
 	"hap/encode"
@@ -156,9 +157,16 @@ func devices[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init fu
 // stepAll runs one step on every device concurrently; the first failure
 // aborts the group so no device waits forever.
 func stepAll[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], batch map[ir.TensorID]*cpu.Tensor[F]) ([]*cpu.StepResult[F], error) {
+	res, _, err := stepAllTimed(fwd, p, devs, batch)
+	return res, err
+}
+
+// stepAllTimed is stepAll that also reports each device's wall time.
+func stepAllTimed[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], batch map[ir.TensorID]*cpu.Tensor[F]) ([]*cpu.StepResult[F], []float64, error) {
 	group := cpu.NewGroup(len(devs))
 	res := make([]*cpu.StepResult[F], len(devs))
 	errs := make([]error, len(devs))
+	secs := make([]float64, len(devs))
 	var wg sync.WaitGroup
 	for r, d := range devs {
 		local := map[ir.TensorID]*cpu.Tensor[F]{}
@@ -168,7 +176,9 @@ func stepAll[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], b
 		wg.Add(1)
 		go func(r int, d *device[F]) {
 			defer wg.Done()
+			t0 := time.Now()
 			res[r], errs[r] = d.tr.Step(&cpu.Ctx{Comm: group.Comm(r)}, local)
+			secs[r] = time.Since(t0).Seconds()
 			if errs[r] != nil {
 				group.Abort(fmt.Errorf("device %d: %w", r, errs[r]))
 			}
@@ -177,10 +187,10 @@ func stepAll[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], b
 	wg.Wait()
 	for r, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("device %d: %w", r, err)
+			return nil, nil, fmt.Errorf("device %d: %w", r, err)
 		}
 	}
-	return res, nil
+	return res, secs, nil
 }
 
 // assemble rebuilds an original parameter-shaped value from every device's

@@ -49,6 +49,8 @@ func commands() []command {
 		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
 		{"simulate", "PLAN [--trace FILE]", "estimated step time per device, Chrome trace", runSimulate},
 		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
+		{"run", "PLAN --backend cpu|cuda [--steps K]", "execute training steps of a plan", runRun},
+		{"profile", "--backend cuda -o FILE", "measure op throughput and collective bandwidth", runProfile},
 	}
 }
 
