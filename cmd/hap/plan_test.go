@@ -90,7 +90,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"plan", "--model", "mlp-tiny"}, 2, "need --model and --cluster"},
-		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8"}, 2, "need --strategy"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--time-limit", "-3s"}, 2, "--time-limit"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "zero9"}, 1, `unknown strategy "zero9"`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "nowhere", "--strategy", "dp-ev"}, 1, "nowhere"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "ep"}, 1, "no mixture-of-experts"},
