@@ -1,0 +1,303 @@
+// Package bench owns hap's benchmark suites: it plans zoo models on
+// built-in clusters with the synthesizer ("hap") and with the baselines
+// (dp-ev, dp-cp, megatron, a DeepSpeed-like DP+EP, and hap-paper, an
+// approximation of the HAP paper's own search), prices every program with
+// the same simulator, and writes Markdown tables and plots.
+//
+// bench imports plan, models, cluster, cost, encode, solve and strategy,
+// and gonum.org/v1/plot for figures. Nothing imports bench except cmd/hap:
+// it must not be imported by the planner's packages, so that measuring
+// can never change what is measured.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"hap/cost"
+	"hap/ir"
+	"hap/models"
+	"hap/plan"
+	"hap/sim"
+	"hap/strategy"
+)
+
+// System names in rows.
+const (
+	SystemHAP       = "hap"
+	SystemPaper     = "hap-paper"
+	SystemDeepSpeed = "deepspeed"
+	SystemDPEV      = "dp-ev"
+	SystemDPCP      = "dp-cp"
+	SystemMegatron  = "megatron"
+)
+
+// Row statuses other than the solver's.
+const (
+	StatusHeuristic = "heuristic"
+	StatusNA        = "n/a"
+)
+
+// DefaultTimeLimit bounds each synthesis (and each hap-paper round).
+const DefaultTimeLimit = 5 * time.Second
+
+// PaperBatchPerGPU is the paper's weak-scaling batch: 32 samples per GPU.
+const PaperBatchPerGPU = 32
+
+// AllSystems is the default set of systems per case, baselines first.
+var AllSystems = []string{SystemDPEV, SystemDPCP, SystemMegatron, SystemDeepSpeed, SystemPaper, SystemHAP}
+
+// Case is one model on one cluster.
+type Case struct {
+	Model   string `json:"model"`
+	Cluster string `json:"cluster"`
+	Batch   int    `json:"batch"`
+	// Layers overrides the zoo model's layer count when non-zero.
+	Layers int `json:"layers,omitempty"`
+	// Systems to run; nil means AllSystems.
+	Systems []string `json:"systems,omitempty"`
+}
+
+// Row is one system's result on one case.
+type Row struct {
+	Model   string `json:"model"`
+	Cluster string `json:"cluster"`
+	Devices int    `json:"devices"`
+	Batch   int    `json:"batch"`
+	Layers  int    `json:"layers,omitempty"`
+	System  string `json:"system"`
+	// StepSeconds is the simulated step time; 0 when Status is n/a.
+	StepSeconds float64 `json:"step_seconds"`
+	// SpeedupVsDPEV is dp-ev's step time over this one's.
+	SpeedupVsDPEV float64 `json:"speedup_vs_dpev"`
+	// Efficiency is the ideal bound over the step time.
+	Efficiency float64 `json:"efficiency"`
+	// PeakMemory is the largest peak/capacity over devices.
+	PeakMemory float64 `json:"peak_memory_frac"`
+	// SynthSeconds is the wall time of planning (hap and hap-paper).
+	SynthSeconds float64 `json:"synth_seconds"`
+	// Status: the solver's (optimal, feasible), heuristic, or "n/a: why".
+	Status string `json:"status"`
+	// Chosen names the baseline hap's synthesizer fell back to, if any.
+	Chosen string `json:"chosen,omitempty"`
+}
+
+// Options configure a run.
+type Options struct {
+	TimeLimit time.Duration
+	// Progress receives one line per system run; nil for none.
+	Progress io.Writer
+}
+
+func (o Options) limit() time.Duration {
+	if o.TimeLimit > 0 {
+		return o.TimeLimit
+	}
+	return DefaultTimeLimit
+}
+
+func (o Options) say(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "hap bench: "+format+"\n", args...)
+	}
+}
+
+// LoadCase resolves a case's inputs, applying its layer override.
+func LoadCase(c Case) (*plan.Inputs, error) {
+	in, err := plan.LoadInputs(c.Model, models.Options{Batch: c.Batch}, c.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s: %w", c.Model, c.Cluster, err)
+	}
+	if c.Layers > 0 {
+		cfg, err := models.Lookup(c.Model)
+		if err != nil {
+			return nil, fmt.Errorf("%s: layer override needs a zoo model: %w", c.Model, err)
+		}
+		cfg.Layers = c.Layers
+		if c.Batch > 0 {
+			cfg.Batch = c.Batch
+		}
+		if in.ModelOpts.Experts > 0 {
+			cfg.Experts = in.ModelOpts.Experts
+		}
+		if in.Graph, err = models.Build(cfg); err != nil {
+			return nil, fmt.Errorf("%s with %d layers: %w", c.Model, c.Layers, err)
+		}
+	}
+	return in, nil
+}
+
+// IdealSeconds is the step time with free communication and perfect
+// balance: the forward and backward FLOPs of every op over the sum of the
+// devices' achieved matmul FLOP rates.
+func IdealSeconds(in *plan.Inputs) (float64, error) {
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		return 0, fmt.Errorf("ideal bound: %w", err)
+	}
+	work := 0.0
+	for i := range in.Graph.Ops {
+		fwd, bwd := in.Graph.Work(ir.OpID(i))
+		work += fwd.FLOPs + bwd.FLOPs
+	}
+	rate := 0.0
+	for d := 0; d < in.Cluster.NumDevices(); d++ {
+		rate += m.FLOPRate(d, ir.ClassMatMul)
+	}
+	if rate <= 0 {
+		return 0, fmt.Errorf("ideal bound: cluster %s has no throughput", in.Cluster.Name)
+	}
+	return work / rate, nil
+}
+
+// RunCase plans and simulates c under every system it names.
+func RunCase(ctx context.Context, c Case, opt Options) ([]Row, error) {
+	in, err := LoadCase(c)
+	if err != nil {
+		return nil, err
+	}
+	ideal, err := IdealSeconds(in)
+	if err != nil {
+		return nil, err
+	}
+	systems := c.Systems
+	if systems == nil {
+		systems = AllSystems
+	}
+	base := Row{Model: c.Model, Cluster: c.Cluster, Devices: in.Cluster.NumDevices(), Batch: c.Batch, Layers: c.Layers}
+	var rows []Row
+	for _, sys := range systems {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := runSystem(ctx, in, sys, opt)
+		if err != nil {
+			return nil, fmt.Errorf("%s on %s, %s: %w", c.Model, c.Cluster, sys, err)
+		}
+		r.Model, r.Cluster, r.Devices, r.Batch, r.Layers = base.Model, base.Cluster, base.Devices, base.Batch, base.Layers
+		if r.StepSeconds > 0 {
+			r.Efficiency = ideal / r.StepSeconds
+		}
+		opt.say("%s on %s: %-9s %s", c.Model, c.Cluster, sys, describe(r))
+		rows = append(rows, r)
+	}
+	var dpev float64
+	for _, r := range rows {
+		if r.System == SystemDPEV {
+			dpev = r.StepSeconds
+		}
+	}
+	for i := range rows {
+		if dpev > 0 && rows[i].StepSeconds > 0 {
+			rows[i].SpeedupVsDPEV = dpev / rows[i].StepSeconds
+		}
+	}
+	return rows, nil
+}
+
+func describe(r Row) string {
+	if r.StepSeconds == 0 {
+		return r.Status
+	}
+	s := fmt.Sprintf("step %.4g s", r.StepSeconds)
+	if r.SynthSeconds > 0 {
+		s += fmt.Sprintf(", planned in %.2f s", r.SynthSeconds)
+	}
+	return s + " (" + r.Status + ")"
+}
+
+// strategyOf maps a baseline system to the hand-written strategy that
+// implements it on in's model.
+func strategyOf(in *plan.Inputs, sys string) string {
+	if sys != SystemDeepSpeed {
+		return sys
+	}
+	if isMoE(in) {
+		return "ep" // data parallel + expert parallel, ZeRO off
+	}
+	return "dp-ev" // without experts DeepSpeed (ZeRO off) is data parallel
+}
+
+func isMoE(in *plan.Inputs) bool {
+	for _, t := range in.Graph.TensorsOfKind(ir.Param) {
+		if len(in.Graph.Tensors[t].Shape) == 3 {
+			return true
+		}
+	}
+	return false
+}
+
+// runSystem plans in with one system and simulates the program.
+func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (Row, error) {
+	r := Row{System: sys}
+	switch sys {
+	case SystemHAP:
+		start := time.Now()
+		pl, err := plan.Synthesize(ctx, in, plan.SynthOptions{TimeLimit: opt.limit()})
+		if err != nil {
+			return r, err
+		}
+		r.SynthSeconds = time.Since(start).Seconds()
+		r.StepSeconds = pl.Cost.StepSeconds
+		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
+		r.Status, r.Chosen = pl.Solver.Status, pl.Solver.Chosen
+		return r, nil
+	case SystemPaper:
+		start := time.Now()
+		p, err := PaperSearch(ctx, in, opt.limit())
+		r.SynthSeconds = time.Since(start).Seconds()
+		if err != nil {
+			r.Status = StatusNA + ": " + err.Error()
+			return r, nil
+		}
+		res, err := plan.Simulate(in, p)
+		if err != nil {
+			return r, fmt.Errorf("simulating: %w", err)
+		}
+		r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), "heuristic"
+		return r, nil
+	}
+	p, err := strategy.Build(strategyOf(in, sys), in.Graph, in.Cluster)
+	if err != nil {
+		// A strategy that cannot express this cluster (megatron on a
+		// multi-machine cluster) is reported, not fatal.
+		r.Status = StatusNA + ": " + err.Error()
+		return r, nil
+	}
+	res, err := plan.Simulate(in, p)
+	if err != nil {
+		return r, fmt.Errorf("simulating: %w", err)
+	}
+	r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), StatusHeuristic
+	return r, nil
+}
+
+func peakFrac(devs []sim.DeviceStats) float64 {
+	m := 0.0
+	for _, d := range devs {
+		if d.Capacity > 0 {
+			m = math.Max(m, float64(d.PeakMemory)/float64(d.Capacity))
+		}
+	}
+	return m
+}
+
+// ErrUnknownSuite is returned for a suite name Suite does not know.
+var ErrUnknownSuite = errors.New("unknown suite")
+
+// Run runs every case, in order.
+func Run(ctx context.Context, cases []Case, opt Options) ([]Row, error) {
+	var rows []Row
+	for _, c := range cases {
+		rs, err := RunCase(ctx, c, opt)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, nil
+}

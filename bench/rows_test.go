@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// testLimit keeps the tiny cases' solves short.
+const testLimit = 2 * time.Second
+
+func TestRowsOnTinyModels(t *testing.T) {
+	for _, model := range []string{"mlp-tiny", "bert-moe-tiny"} {
+		rows, err := RunCase(context.Background(), Case{Model: model, Cluster: "paper-8", Batch: 16}, Options{TimeLimit: testLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(AllSystems) {
+			t.Fatalf("%s: %d rows, want %d", model, len(rows), len(AllSystems))
+		}
+		for _, r := range rows {
+			if r.Status == StatusNA || len(r.Status) > len(StatusNA) && r.Status[:len(StatusNA)] == StatusNA {
+				if r.System == SystemMegatron {
+					continue
+				}
+				t.Errorf("%s %s: %s", model, r.System, r.Status)
+				continue
+			}
+			if r.StepSeconds <= 0 || r.Efficiency <= 0 || r.Efficiency > 1 {
+				t.Errorf("%s %s: step %g, efficiency %g", model, r.System, r.StepSeconds, r.Efficiency)
+			}
+			if r.System == SystemDPEV && r.SpeedupVsDPEV != 1 {
+				t.Errorf("%s: dp-ev speedup %g, want 1", model, r.SpeedupVsDPEV)
+			}
+			t.Logf("%+v", r)
+		}
+	}
+}
+
+// TestHAPNeverSlower is the regression test: on every row of a small
+// subset, hap's simulated step is at most every baseline's.
+func TestHAPNeverSlower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans several cases")
+	}
+	for _, model := range []string{"mlp-tiny", "bert-base-tiny", "bert-moe-tiny", "vit-tiny"} {
+		for _, cl := range []string{"paper-8", "paper-16"} {
+			rows, err := RunCase(context.Background(), Case{Model: model, Cluster: cl, Batch: 32}, Options{TimeLimit: testLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hap := rows[len(rows)-1]
+			if hap.System != SystemHAP {
+				t.Fatalf("last row is %s, want hap", hap.System)
+			}
+			for _, r := range rows {
+				if r.StepSeconds > 0 && hap.StepSeconds > r.StepSeconds*(1+regressionTol) {
+					t.Errorf("%s on %s: hap %.6g s slower than %s %.6g s", model, cl, hap.StepSeconds, r.System, r.StepSeconds)
+				}
+			}
+		}
+	}
+	_ = os.Stderr
+}
+
+// regressionTol absorbs float noise in comparing step times.
+const regressionTol = 1e-9

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"fmt"
+
+	"hap/cluster"
+)
+
+// Suite names.
+const (
+	SuitePaper   = "paper"
+	SuiteModern  = "modern"
+	SuiteScaling = "scaling"
+)
+
+// SuiteNames lists the suites.
+func SuiteNames() []string { return []string{SuitePaper, SuiteModern, SuiteScaling} }
+
+var (
+	paperModels   = []string{"vgg19", "vit", "bert-base", "bert-moe"}
+	paperClusters = []string{"paper-8", "paper-16", "paper-32", "paper-64", "paper-29"}
+	modernModels  = []string{"gpt2", "bert-base"}
+	// modernClusters are the newer-GPU clusters.
+	modernClusters = []string{"modern-24", "v100-8", "a100-8"}
+	// scalingLayers are the ViT depths of the synthesis-time sweep.
+	scalingLayers  = []int{4, 8, 12, 24, 48}
+	scalingModel   = "vit"
+	scalingCluster = "paper-16"
+	// scalingDevices sweeps bert-base over the paper clusters.
+	scalingDevicesModel = "bert-base"
+	scalingDevices      = []string{"paper-8", "paper-16", "paper-32", "paper-64"}
+)
+
+// Suite returns a suite's cases.
+//
+//   - paper: the paper's four models on its five cluster layouts, global
+//     batch 32 × GPUs.
+//   - modern: gpt2 and bert-base on newer GPUs. gpt2's sequence is 1024,
+//     so its batch is 1 × GPUs (32 × GPUs would not fit); bert-base keeps
+//     32 × GPUs.
+//   - scaling: synthesis time of ViT with 4–48 layers on paper-16, and of
+//     bert-base on 8–64 GPUs; dp-ev and hap only.
+func Suite(name string) ([]Case, error) {
+	var cases []Case
+	switch name {
+	case SuitePaper:
+		for _, m := range paperModels {
+			for _, c := range paperClusters {
+				n, err := devices(c)
+				if err != nil {
+					return nil, err
+				}
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: PaperBatchPerGPU * n})
+			}
+		}
+	case SuiteModern:
+		for _, m := range modernModels {
+			for _, c := range modernClusters {
+				n, err := devices(c)
+				if err != nil {
+					return nil, err
+				}
+				batch := PaperBatchPerGPU * n
+				if m == "gpt2" {
+					batch = n
+				}
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: batch})
+			}
+		}
+	case SuiteScaling:
+		sys := []string{SystemDPEV, SystemHAP}
+		n, err := devices(scalingCluster)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range scalingLayers {
+			cases = append(cases, Case{Model: scalingModel, Cluster: scalingCluster, Batch: PaperBatchPerGPU * n, Layers: l, Systems: sys})
+		}
+		for _, c := range scalingDevices {
+			n, err := devices(c)
+			if err != nil {
+				return nil, err
+			}
+			cases = append(cases, Case{Model: scalingDevicesModel, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: sys})
+		}
+	default:
+		return nil, fmt.Errorf("%w %q (want one of %v)", ErrUnknownSuite, name, SuiteNames())
+	}
+	return cases, nil
+}
+
+func devices(spec string) (int, error) {
+	c, err := cluster.Load(spec)
+	if err != nil {
+		return 0, fmt.Errorf("suite cluster %s: %w", spec, err)
+	}
+	return c.NumDevices(), nil
+}
