@@ -194,6 +194,9 @@ func cloneChoice(c *encode.Choice) *encode.Choice {
 // the minimum over every rule, layout, method and integer length.
 func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
+	// Coverage: optima that pick each method for some collective, and optima
+	// whose two segments are cut with different lengths.
+	var usedGrouped, usedPadded, distinctRatios int
 	cases := 200
 	if testing.Short() {
 		cases = 20
@@ -222,5 +225,35 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		if res.Status != "optimal" {
 			t.Errorf("case %d: status %s", i, res.Status)
 		}
+		for _, in := range res.Program.Instrs {
+			switch in.Method {
+			case encode.MethodGrouped:
+				usedGrouped++
+			case encode.MethodPadded:
+				usedPadded++
+			}
+		}
+		if ls := res.Choice.Lengths; len(ls) == 2 && !proportional(ls[0], ls[1]) {
+			distinctRatios++
+		}
 	}
+	t.Logf("optima: %d grouped and %d padded collectives; %d with two segments cut differently", usedGrouped, usedPadded, distinctRatios)
+	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || distinctRatios == 0) {
+		t.Errorf("the cases no longer exercise per-collective methods and per-segment ratios")
+	}
+}
+
+// proportional reports whether two length vectors split their totals in
+// the same ratios.
+func proportional(a, b []int) bool {
+	ta, tb := 0, 0
+	for i := range a {
+		ta, tb = ta+a[i], tb+b[i]
+	}
+	for i := range a {
+		if a[i]*tb != b[i]*ta {
+			return false
+		}
+	}
+	return true
 }
