@@ -16,6 +16,10 @@ import (
 	"time"
 )
 
+// hangSlack bounds how long past its timeout a check may run before the test calls it a
+// hang; precise timing is for benchmarks (CI machines are shared).
+const hangSlack = 30 * time.Second
+
 func newContext(t testing.TB) *Context {
 	t.Helper()
 	c, err := NewContext()
@@ -442,7 +446,7 @@ func TestOptimizerTimeout(t *testing.T) {
 	if err != nil || st != Unknown {
 		t.Fatalf("Check() = %v, %v; want unknown (instance too easy?)", st, err)
 	}
-	if elapsed > timeout+2*time.Second {
+	if elapsed > timeout+hangSlack {
 		t.Fatalf("Check took %v with timeout %v", elapsed, timeout)
 	}
 	lo, hi, err := o.Bounds(obj)
@@ -480,7 +484,7 @@ func TestInterrupt(t *testing.T) {
 	time.AfterFunc(200*time.Millisecond, c.Interrupt)
 	start := time.Now()
 	st, err := o.Check()
-	if elapsed := time.Since(start); st != Unknown || err != nil || elapsed > 3*time.Second {
+	if elapsed := time.Since(start); st != Unknown || err != nil || elapsed > hangSlack {
 		t.Fatalf("Check() = %v, %v after %v; want unknown soon after 200ms", st, err, elapsed)
 	}
 	if r := o.ReasonUnknown(); !strings.Contains(r, "cancel") {
@@ -531,7 +535,7 @@ func TestSolverTimeout(t *testing.T) {
 	st, err := s.Check()
 	elapsed := time.Since(start)
 	t.Logf("after %v: %v, reason %q", elapsed, st, s.ReasonUnknown())
-	if err != nil || st != Unknown || elapsed > timeout+2*time.Second {
+	if err != nil || st != Unknown || elapsed > timeout+hangSlack {
 		t.Fatalf("Check() = %v, %v after %v; want unknown at the timeout", st, err, elapsed)
 	}
 }

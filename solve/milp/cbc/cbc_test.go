@@ -267,9 +267,11 @@ func marketSplit(seed int64, m int) *milp.Model {
 	return md
 }
 
-// limitSlack is how far past its time limit a solve may return: CBC checks the clock between nodes
-// and heuristics, and this machine is shared.
-const limitSlack = 2 * time.Second
+// limitSlack is how far past its time limit a solve may return. The test proves the limit is
+// honoured (the solve returns instead of running to optimality, which takes minutes), not how
+// promptly: CBC checks the clock between nodes and heuristics, and CI machines are shared and
+// loaded, so timing precision belongs in benchmarks.
+const limitSlack = 30 * time.Second
 
 func TestTimeLimitFeasible(t *testing.T) {
 	const limit = time.Second

@@ -1,0 +1,40 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"hap/models"
+	"hap/plan"
+)
+
+// benchCluster and benchBatch are the benchmark setting: paper-16 with
+// the paper's 32 samples per GPU.
+const (
+	benchCluster = "paper-16"
+	benchBatch   = PaperBatchPerGPU * 16
+)
+
+// BenchmarkSynthesize times hap's synthesizer on every full-size zoo
+// model (run with -bench; each iteration is up to DefaultTimeLimit of
+// solving plus encoding and simulation).
+func BenchmarkSynthesize(b *testing.B) {
+	for _, name := range models.Names() {
+		if strings.HasSuffix(name, "-tiny") {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			in, err := plan.LoadInputs(name, models.Options{Batch: benchBatch}, benchCluster)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: DefaultTimeLimit}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sampleRows() []Row {
+	return []Row{
+		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemDPEV, StepSeconds: 2, SpeedupVsDPEV: 1, Efficiency: 0.2, Status: StatusHeuristic},
+		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemMegatron, Status: StatusNA + ": no | mesh"},
+		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, Efficiency: 0.4, SynthSeconds: 1.5, Status: "optimal"},
+		{Model: "m", Cluster: "paper-16", Devices: 16, Batch: 512, Layers: 4, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, SynthSeconds: 2, Status: "optimal"},
+	}
+}
+
+func TestWritersProduceFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, suite := range []string{SuitePaper, SuiteScaling} {
+		paths, err := WriteSuite(dir, suite, sampleRows())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			st, err := os.Stat(p)
+			if err != nil || st.Size() == 0 {
+				t.Errorf("%s: %v (size %d)", p, err, st.Size())
+			}
+		}
+	}
+	for _, f := range []string{"paper.md", "paper.json", "paper-speedup.png", "paper-speedup.svg", "scaling-layers.png", "scaling-devices.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "paper.md"))
+	if !strings.Contains(string(md), "| m | paper-8 | 8 | 256 | - | hap | 1 | 2.00× |") || !strings.Contains(string(md), "n/a: no / mesh") {
+		t.Errorf("table:\n%s", md)
+	}
+	rows, err := ReadJSON(filepath.Join(dir, "paper.json"))
+	if err != nil || len(rows) != len(sampleRows()) {
+		t.Errorf("round trip: %d rows, %v", len(rows), err)
+	}
+}
+
+func TestSuitesAreWellFormed(t *testing.T) {
+	for _, s := range SuiteNames() {
+		cases, err := Suite(s)
+		if err != nil || len(cases) == 0 {
+			t.Fatalf("%s: %d cases, %v", s, len(cases), err)
+		}
+	}
+	paper, _ := Suite(SuitePaper)
+	if len(paper) != len(paperModels)*len(paperClusters) || paper[0].Batch != PaperBatchPerGPU*8 {
+		t.Errorf("paper suite: %d cases, first %+v", len(paper), paper[0])
+	}
+	if _, err := Suite("nope"); err == nil {
+		t.Error("unknown suite accepted")
+	}
+}

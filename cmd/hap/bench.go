@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"hap/bench"
+)
+
+// runBench runs a benchmark suite: every system on every case, simulated,
+// with Markdown tables and plots written to -o DIR.
+func runBench(e *env, args []string) error {
+	fs := flags(e, "bench", "--suite paper|modern|scaling [-o DIR] [--json] [--time-limit D]")
+	suite := fs.String("suite", "", "suite to run: "+strings.Join(bench.SuiteNames(), ", "))
+	out := fs.StringP("output", "o", "", "write NAME.md, NAME.json and plots (PNG, SVG) to DIR")
+	asJSON := fs.Bool("json", false, "print the rows as JSON on stdout")
+	limit := fs.Duration("time-limit", bench.DefaultTimeLimit, "solver time limit per synthesis")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if *suite == "" {
+		return usageErr("need --suite (%s)", strings.Join(bench.SuiteNames(), ", "))
+	}
+	if *limit <= 0 {
+		return usageErr("--time-limit must be positive")
+	}
+	cases, err := bench.Suite(*suite)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	rows, err := bench.Run(context.Background(), cases, bench.Options{TimeLimit: *limit, Progress: e.progressWriter()})
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		paths, err := bench.WriteSuite(*out, *suite, rows)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintf(e.stderr, "wrote %s\n", p)
+		}
+	}
+	if *asJSON {
+		return writeJSON(e, rows)
+	}
+	fmt.Fprint(e.stdout, bench.Markdown("hap bench --suite "+*suite, rows))
+	return nil
+}
