@@ -23,6 +23,7 @@ import (
 	"hap/models"
 	"hap/plan"
 	"hap/sim"
+	"hap/solve"
 	"hap/strategy"
 )
 
@@ -238,10 +239,15 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (R
 	case SystemHAP:
 		start := time.Now()
 		pl, err := plan.Synthesize(ctx, in, plan.SynthOptions{TimeLimit: opt.limit()})
+		r.SynthSeconds = time.Since(start).Seconds()
+		if errors.Is(err, solve.ErrNoPlan) {
+			// Reported in the row (and its reason), not a failed run.
+			r.Status = StatusNA + ": " + err.Error()
+			return r, nil
+		}
 		if err != nil {
 			return r, err
 		}
-		r.SynthSeconds = time.Since(start).Seconds()
 		r.StepSeconds = pl.Cost.StepSeconds
 		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
 		r.Status, r.Chosen = pl.Solver.Status, pl.Solver.Chosen
