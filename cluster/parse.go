@@ -63,8 +63,8 @@ func Load(nameOrPath string) (*Cluster, error) {
 // source in errors and in Cluster.Source; it is not opened (nor is the profile it names). Every error
 // is a *FileError. ParseCluster never panics.
 func ParseCluster(data []byte, file string) (*Cluster, error) {
-	p := yamlParser{file: file}
-	root, err := p.document(data)
+	p := yamlParser{YAMLDoc{File: file}}
+	root, err := p.Document(data)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func ParseCluster(data []byte, file string) (*Cluster, error) {
 	}
 	c := &Cluster{Source: file}
 	if n := f["name"]; n != nil {
-		if c.Name, err = p.str(n, "name"); err != nil {
+		if c.Name, err = p.Scalar(n, "name"); err != nil {
 			return nil, err
 		}
 	} else {
@@ -82,30 +82,30 @@ func ParseCluster(data []byte, file string) (*Cluster, error) {
 		c.Name = strings.TrimSuffix(base, filepath.Ext(base))
 	}
 	if n := f["description"]; n != nil {
-		if c.Description, err = p.str(n, "description"); err != nil {
+		if c.Description, err = p.Scalar(n, "description"); err != nil {
 			return nil, err
 		}
 	}
 	if n := f["profile"]; n != nil {
-		if c.Profile, err = p.str(n, "profile"); err != nil {
+		if c.Profile, err = p.Scalar(n, "profile"); err != nil {
 			return nil, err
 		}
 	}
 	nodes := f["nodes"]
 	if nodes == nil {
-		return nil, p.errf(root, "nodes", "missing: a cluster needs at least one node")
+		return nil, p.Errf(root, "nodes", "missing: a cluster needs at least one node")
 	}
 	if nodes.Kind != yaml.SequenceNode {
-		return nil, p.errf(nodes, "nodes", "must be a list of nodes")
+		return nil, p.Errf(nodes, "nodes", "must be a list of nodes")
 	}
 	if len(nodes.Content) == 0 {
-		return nil, p.errf(nodes, "nodes", "empty: a cluster needs at least one node")
+		return nil, p.Errf(nodes, "nodes", "empty: a cluster needs at least one node")
 	}
 	names := map[string]int{} // node name → line
 	total := 0
 	for i, raw := range nodes.Content {
 		path := fmt.Sprintf("nodes[%d]", i)
-		nds, err := p.node(deref(raw), path)
+		nds, err := p.node(Deref(raw), path)
 		if err != nil {
 			return nil, err
 		}
@@ -114,12 +114,12 @@ func ParseCluster(data []byte, file string) (*Cluster, error) {
 				nd.Name = fmt.Sprintf("node%d", len(c.Nodes))
 			}
 			if line, dup := names[nd.Name]; dup {
-				return nil, p.errf(raw, path+".name", "duplicate node name %q (also on line %d)", nd.Name, line)
+				return nil, p.Errf(raw, path+".name", "duplicate node name %q (also on line %d)", nd.Name, line)
 			}
 			names[nd.Name] = raw.Line
 			total += nd.Count
 			if total > MaxDevices {
-				return nil, p.errf(raw, path, "the cluster has more than %d devices", MaxDevices)
+				return nil, p.Errf(raw, path, "the cluster has more than %d devices", MaxDevices)
 			}
 			c.Nodes = append(c.Nodes, nd)
 		}
@@ -129,7 +129,7 @@ func ParseCluster(data []byte, file string) (*Cluster, error) {
 			return nil, err
 		}
 	} else if len(c.Nodes) > 1 {
-		return nil, p.errf(root, "inter", "missing: %d nodes need an inter-node link (class, bandwidth)", len(c.Nodes))
+		return nil, p.Errf(root, "inter", "missing: %d nodes need an inter-node link (class, bandwidth)", len(c.Nodes))
 	}
 	if err := c.validate(); err != nil { // defence in depth: the parser should have caught everything
 		return nil, &FileError{File: file, Err: err}
@@ -145,26 +145,26 @@ func (p *yamlParser) node(n *yaml.Node, path string) ([]Node, error) {
 	}
 	var nd Node
 	if v := f["name"]; v != nil {
-		if nd.Name, err = p.str(v, path+".name"); err != nil {
+		if nd.Name, err = p.Scalar(v, path+".name"); err != nil {
 			return nil, err
 		}
 	}
 	dev := f["device"]
 	if dev == nil {
-		return nil, p.errf(n, path+".device", "missing: the device type (known: %s)", strings.Join(DeviceNames(), ", "))
+		return nil, p.Errf(n, path+".device", "missing: the device type (known: %s)", strings.Join(DeviceNames(), ", "))
 	}
-	typ, err := p.str(dev, path+".device")
+	typ, err := p.Scalar(dev, path+".device")
 	if err != nil {
 		return nil, err
 	}
 	spec, ok := LookupDevice(typ)
 	if !ok {
-		return nil, p.errf(dev, path+".device", "%s", unknownDeviceMsg(typ))
+		return nil, p.Errf(dev, path+".device", "%s", unknownDeviceMsg(typ))
 	}
 	nd.Device = spec.Name
 	cnt := f["count"]
 	if cnt == nil {
-		return nil, p.errf(n, path+".count", "missing: the number of devices in the node")
+		return nil, p.Errf(n, path+".count", "missing: the number of devices in the node")
 	}
 	if nd.Count, err = p.positiveInt(cnt, path+".count", "device count"); err != nil {
 		return nil, err
@@ -176,14 +176,14 @@ func (p *yamlParser) node(n *yaml.Node, path string) ([]Node, error) {
 		}
 	}
 	if replicas > MaxDevices || nd.Count > MaxDevices || nd.Count*replicas > MaxDevices {
-		return nil, p.errf(n, path, "more than %d devices", MaxDevices)
+		return nil, p.Errf(n, path, "more than %d devices", MaxDevices)
 	}
 	if v := f["intra"]; v != nil {
 		if nd.Intra, err = p.link(v, path+".intra", IntraClasses()); err != nil {
 			return nil, err
 		}
 	} else if nd.Count > 1 {
-		return nil, p.errf(n, path+".intra", "missing: a node with %d devices needs an intra-node link (class, bandwidth)", nd.Count)
+		return nil, p.Errf(n, path+".intra", "missing: a node with %d devices needs an intra-node link (class, bandwidth)", nd.Count)
 	}
 	if v := f["overrides"]; v != nil {
 		if nd.Overrides, err = p.overrides(v, path+".overrides"); err != nil {
@@ -231,25 +231,25 @@ func (p *yamlParser) linkFields(n *yaml.Node, path string, classes, extra []stri
 	}
 	cls := f["class"]
 	if cls == nil {
-		return l, nil, p.errf(n, path+".class", "missing: the link class (one of %s)", strings.Join(classes, ", "))
+		return l, nil, p.Errf(n, path+".class", "missing: the link class (one of %s)", strings.Join(classes, ", "))
 	}
-	if l.Class, err = p.str(cls, path+".class"); err != nil {
+	if l.Class, err = p.Scalar(cls, path+".class"); err != nil {
 		return l, nil, err
 	}
 	l.Class = strings.ToLower(l.Class)
 	if !contains(classes, l.Class) {
-		return l, nil, p.errf(cls, path+".class", "unknown link class %q (known: %s)", l.Class, strings.Join(classes, ", "))
+		return l, nil, p.Errf(cls, path+".class", "unknown link class %q (known: %s)", l.Class, strings.Join(classes, ", "))
 	}
 	bw := f["bandwidth"]
 	if bw == nil {
-		return l, nil, p.errf(n, path+".bandwidth", "missing: the link bandwidth (e.g. \"10.4Gb/s\", \"150GB/s\")")
+		return l, nil, p.Errf(n, path+".bandwidth", "missing: the link bandwidth (e.g. \"10.4Gb/s\", \"150GB/s\")")
 	}
-	if l.Bandwidth, err = p.quantity(bw, path+".bandwidth", ParseBandwidth); err != nil {
+	if l.Bandwidth, err = p.Quantity(bw, path+".bandwidth", ParseBandwidth); err != nil {
 		return l, nil, err
 	}
 	l.Latency = DefaultLatency(l.Class)
 	if v := f["latency"]; v != nil {
-		if l.Latency, err = p.quantity(v, path+".latency", ParseLatency); err != nil {
+		if l.Latency, err = p.Quantity(v, path+".latency", ParseLatency); err != nil {
 			return l, nil, err
 		}
 	}
@@ -268,66 +268,25 @@ func (p *yamlParser) overrides(n *yaml.Node, path string) (Overrides, error) {
 		}
 	}
 	if v := f["fp32"]; v != nil {
-		if o.FP32, err = p.quantity(v, path+".fp32", ParseFLOPS); err != nil {
+		if o.FP32, err = p.Quantity(v, path+".fp32", ParseFLOPS); err != nil {
 			return o, err
 		}
 	}
 	if v := f["fp16"]; v != nil {
-		if o.FP16, err = p.quantity(v, path+".fp16", ParseFLOPS); err != nil {
+		if o.FP16, err = p.Quantity(v, path+".fp16", ParseFLOPS); err != nil {
 			return o, err
 		}
 	}
 	if v := f["mem_bandwidth"]; v != nil {
-		if o.MemBandwidth, err = p.quantity(v, path+".mem_bandwidth", ParseBandwidth); err != nil {
+		if o.MemBandwidth, err = p.Quantity(v, path+".mem_bandwidth", ParseBandwidth); err != nil {
 			return o, err
 		}
 	}
 	return o, nil
 }
 
-// yamlParser holds the file name for errors while walking a yaml.v3 node tree.
-type yamlParser struct{ file string }
-
-func (p *yamlParser) errf(n *yaml.Node, field, format string, args ...any) error {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	return &FileError{File: p.file, Line: line, Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// document decodes data and returns its root node; a panic inside the YAML library becomes an error.
-func (p *yamlParser) document(data []byte) (root *yaml.Node, err error) {
-	var doc yaml.Node
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				err = p.errf(nil, "", "the YAML parser failed: %v", r)
-			}
-		}()
-		if e := yaml.Unmarshal(data, &doc); e != nil {
-			err = p.errf(nil, "", "not valid YAML or JSON: %w", e)
-		}
-	}()
-	if err != nil {
-		return nil, err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil, p.errf(nil, "", "empty file")
-	}
-	return deref(doc.Content[0]), nil
-}
-
-// maxAliasDepth bounds alias chains followed by deref.
-const maxAliasDepth = 64
-
-// deref follows YAML aliases to the anchored node.
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxAliasDepth; i++ {
-		n = n.Alias
-	}
-	return n
-}
+// yamlParser walks a cluster file; the shared helpers come from YAMLDoc.
+type yamlParser struct{ YAMLDoc }
 
 // fields checks that n is a mapping whose keys are all in known (no duplicates) and returns the values
 // by key, aliases resolved.
@@ -337,77 +296,58 @@ func (p *yamlParser) fields(n *yaml.Node, path string, known []string) (map[stri
 		if path != "" {
 			what = "this field"
 		}
-		return nil, p.errf(n, path, "%s must be a mapping of fields (known fields: %s)", what, strings.Join(known, ", "))
+		return nil, p.Errf(n, path, "%s must be a mapping of fields (known fields: %s)", what, strings.Join(known, ", "))
 	}
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := Deref(n.Content[i]), Deref(n.Content[i+1])
 		if k == nil || k.Kind != yaml.ScalarNode {
-			return nil, p.errf(n.Content[i], path, "field names must be plain strings")
+			return nil, p.Errf(n.Content[i], path, "field names must be plain strings")
 		}
 		field := k.Value
 		if path != "" {
 			field = path + "." + k.Value
 		}
 		if !contains(known, k.Value) {
-			return nil, p.errf(k, field, "unknown field (known fields here: %s)", strings.Join(known, ", "))
+			return nil, p.Errf(k, field, "unknown field (known fields here: %s)", strings.Join(known, ", "))
 		}
 		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, field, "field given twice")
+			return nil, p.Errf(k, field, "field given twice")
 		}
 		if v == nil || v.Kind == yaml.AliasNode {
-			return nil, p.errf(k, field, "alias chain too deep or broken")
+			return nil, p.Errf(k, field, "alias chain too deep or broken")
 		}
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
-			return nil, p.errf(v, field, "missing: the field has no value")
+			return nil, p.Errf(v, field, "missing: the field has no value")
 		}
 		out[k.Value] = v
 	}
 	return out, nil
 }
 
-func (p *yamlParser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode {
-		return "", p.errf(n, field, "must be a single value, not a list or mapping")
-	}
-	return n.Value, nil
-}
-
 func (p *yamlParser) positiveInt(n *yaml.Node, field, what string) (int, error) {
-	s, err := p.str(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return 0, err
 	}
 	v, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		return 0, p.errf(n, field, "%s %q must be a whole number", what, s)
+		return 0, p.Errf(n, field, "%s %q must be a whole number", what, s)
 	}
 	if v < 1 {
-		return 0, p.errf(n, field, "%s must be at least 1, got %d", what, v)
-	}
-	return v, nil
-}
-
-func (p *yamlParser) quantity(n *yaml.Node, field string, parse func(string) (float64, error)) (float64, error) {
-	s, err := p.str(n, field)
-	if err != nil {
-		return 0, err
-	}
-	v, err := parse(s)
-	if err != nil {
-		return 0, p.errf(n, field, "%w", err)
+		return 0, p.Errf(n, field, "%s must be at least 1, got %d", what, v)
 	}
 	return v, nil
 }
 
 func (p *yamlParser) intQuantity(n *yaml.Node, field string, parse func(string) (int64, error)) (int64, error) {
-	s, err := p.str(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return 0, err
 	}
 	v, err := parse(s)
 	if err != nil {
-		return 0, p.errf(n, field, "%w", err)
+		return 0, p.Errf(n, field, "%w", err)
 	}
 	return v, nil
 }

@@ -85,8 +85,8 @@ func LoadProfile(path string) (*Profile, error) {
 // ParseProfile parses a profile (YAML, or JSON read as YAML). file names the source in errors, which
 // are *cluster.FileError values with the line and field. It never panics.
 func ParseProfile(data []byte, file string) (*Profile, error) {
-	p := profileParser{file: file}
-	root, err := p.document(data)
+	p := profileParser{cluster.YAMLDoc{File: file}}
+	root, err := p.Document(data)
 	if err != nil {
 		return nil, err
 	}
@@ -96,13 +96,13 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 	}
 	prof := &Profile{Source: file, Devices: map[string]DeviceProfile{}, Links: map[string]LinkProfile{}}
 	if n := f["precision"]; n != nil {
-		s, err := p.scalar(n, "precision")
+		s, err := p.Scalar(n, "precision")
 		if err != nil {
 			return nil, err
 		}
 		prof.Precision = Precision(strings.ToLower(s))
 		if prof.Precision != FP32 && prof.Precision != FP16 && prof.Precision != BF16 {
-			return nil, p.errf(n, "precision", "unknown precision %q (known: fp32, fp16, bf16)", s)
+			return nil, p.Errf(n, "precision", "unknown precision %q (known: fp32, fp16, bf16)", s)
 		}
 	}
 	if n := f["devices"]; n != nil {
@@ -114,10 +114,10 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 			path := "devices." + k.Value
 			spec, ok := cluster.LookupDevice(k.Value)
 			if !ok {
-				return nil, p.errf(k, path, "unknown device type %q (known: %s)", k.Value, strings.Join(cluster.DeviceNames(), ", "))
+				return nil, p.Errf(k, path, "unknown device type %q (known: %s)", k.Value, strings.Join(cluster.DeviceNames(), ", "))
 			}
 			if _, dup := prof.Devices[spec.Name]; dup {
-				return nil, p.errf(k, path, "device type %s given twice", spec.Name)
+				return nil, p.Errf(k, path, "device type %s given twice", spec.Name)
 			}
 			dp, err := p.device(vals[i], path)
 			if err != nil {
@@ -135,10 +135,10 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 		for i, k := range keys {
 			path := "links." + k.Value
 			if !contains(known, k.Value) {
-				return nil, p.errf(k, path, "unknown link class %q (known: %s)", k.Value, strings.Join(known, ", "))
+				return nil, p.Errf(k, path, "unknown link class %q (known: %s)", k.Value, strings.Join(known, ", "))
 			}
 			if _, dup := prof.Links[k.Value]; dup {
-				return nil, p.errf(k, path, "link class given twice")
+				return nil, p.Errf(k, path, "link class given twice")
 			}
 			lf, err := p.fields(vals[i], path, []string{"bandwidth", "latency"})
 			if err != nil {
@@ -146,19 +146,19 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 			}
 			var lp LinkProfile
 			if v := lf["bandwidth"]; v != nil {
-				if lp.Bandwidth, err = p.quantity(v, path+".bandwidth", cluster.ParseBandwidth); err != nil {
+				if lp.Bandwidth, err = p.Quantity(v, path+".bandwidth", cluster.ParseBandwidth); err != nil {
 					return nil, err
 				}
 			}
 			if v := lf["latency"]; v != nil {
-				lat, err := p.quantity(v, path+".latency", cluster.ParseLatency)
+				lat, err := p.Quantity(v, path+".latency", cluster.ParseLatency)
 				if err != nil {
 					return nil, err
 				}
 				lp.Latency = &lat
 			}
 			if lp.Bandwidth == 0 && lp.Latency == nil {
-				return nil, p.errf(vals[i], path, "give a bandwidth, a latency or both")
+				return nil, p.Errf(vals[i], path, "give a bandwidth, a latency or both")
 			}
 			prof.Links[k.Value] = lp
 		}
@@ -173,7 +173,7 @@ func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error)
 		return dp, err
 	}
 	if v := f["mem_bandwidth"]; v != nil {
-		if dp.MemBandwidth, err = p.quantity(v, path+".mem_bandwidth", cluster.ParseBandwidth); err != nil {
+		if dp.MemBandwidth, err = p.Quantity(v, path+".mem_bandwidth", cluster.ParseBandwidth); err != nil {
 			return dp, err
 		}
 	}
@@ -186,10 +186,10 @@ func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error)
 		for i, k := range keys {
 			cpath := path + ".classes." + k.Value
 			if !contains(Classes(), k.Value) {
-				return dp, p.errf(k, cpath, "unknown op class %q (known: %s)", k.Value, strings.Join(Classes(), ", "))
+				return dp, p.Errf(k, cpath, "unknown op class %q (known: %s)", k.Value, strings.Join(Classes(), ", "))
 			}
 			if _, dup := dp.Classes[k.Value]; dup {
-				return dp, p.errf(k, cpath, "op class given twice")
+				return dp, p.Errf(k, cpath, "op class given twice")
 			}
 			cf, err := p.fields(vals[i], cpath, []string{"flops", "efficiency"})
 			if err != nil {
@@ -198,23 +198,23 @@ func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error)
 			var cp ClassProfile
 			switch fl, ef := cf["flops"], cf["efficiency"]; {
 			case fl != nil && ef != nil:
-				return dp, p.errf(ef, cpath, "give flops or efficiency, not both")
+				return dp, p.Errf(ef, cpath, "give flops or efficiency, not both")
 			case fl != nil:
-				if cp.FLOPS, err = p.quantity(fl, cpath+".flops", cluster.ParseFLOPS); err != nil {
+				if cp.FLOPS, err = p.Quantity(fl, cpath+".flops", cluster.ParseFLOPS); err != nil {
 					return dp, err
 				}
 			case ef != nil:
-				s, err := p.scalar(ef, cpath+".efficiency")
+				s, err := p.Scalar(ef, cpath+".efficiency")
 				if err != nil {
 					return dp, err
 				}
 				e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 				if err != nil || !(e > 0 && e <= 1) {
-					return dp, p.errf(ef, cpath+".efficiency", "efficiency %q must be a number in (0, 1]", s)
+					return dp, p.Errf(ef, cpath+".efficiency", "efficiency %q must be a number in (0, 1]", s)
 				}
 				cp.Efficiency = e
 			default:
-				return dp, p.errf(vals[i], cpath, "give flops (achieved FLOP/s) or efficiency (fraction of peak)")
+				return dp, p.Errf(vals[i], cpath, "give flops (achieved FLOP/s) or efficiency (fraction of peak)")
 			}
 			dp.Classes[k.Value] = cp
 		}
@@ -222,61 +222,22 @@ func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error)
 	return dp, nil
 }
 
-// profileParser walks a yaml.v3 node tree, producing *cluster.FileError values.
-type profileParser struct{ file string }
-
-func (p *profileParser) errf(n *yaml.Node, field, format string, args ...any) error {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	return &cluster.FileError{File: p.file, Line: line, Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// maxAliasDepth bounds alias chains followed by deref.
-const maxAliasDepth = 64
-
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxAliasDepth; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func (p *profileParser) document(data []byte) (root *yaml.Node, err error) {
-	var doc yaml.Node
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				err = p.errf(nil, "", "the YAML parser failed: %v", r)
-			}
-		}()
-		if e := yaml.Unmarshal(data, &doc); e != nil {
-			err = p.errf(nil, "", "not valid YAML or JSON: %w", e)
-		}
-	}()
-	if err != nil {
-		return nil, err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil, p.errf(nil, "", "empty file")
-	}
-	return deref(doc.Content[0]), nil
-}
+// profileParser walks a profile file; the shared helpers come from cluster.YAMLDoc.
+type profileParser struct{ cluster.YAMLDoc }
 
 // mapping returns the keys and values of a mapping node in file order (keys must be scalars).
 func (p *profileParser) mapping(n *yaml.Node, path string) ([]*yaml.Node, []*yaml.Node, error) {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, nil, p.errf(n, path, "must be a mapping")
+		return nil, nil, p.Errf(n, path, "must be a mapping")
 	}
 	var keys, vals []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := cluster.Deref(n.Content[i]), cluster.Deref(n.Content[i+1])
 		if k == nil || k.Kind != yaml.ScalarNode {
-			return nil, nil, p.errf(n.Content[i], path, "keys must be plain strings")
+			return nil, nil, p.Errf(n.Content[i], path, "keys must be plain strings")
 		}
 		if v == nil || v.Kind == yaml.AliasNode {
-			return nil, nil, p.errf(k, path+"."+k.Value, "alias chain too deep or broken")
+			return nil, nil, p.Errf(k, path+"."+k.Value, "alias chain too deep or broken")
 		}
 		keys, vals = append(keys, k), append(vals, v)
 	}
@@ -286,7 +247,7 @@ func (p *profileParser) mapping(n *yaml.Node, path string) ([]*yaml.Node, []*yam
 // fields is mapping restricted to known keys, each at most once, with values by key.
 func (p *profileParser) fields(n *yaml.Node, path string, known []string) (map[string]*yaml.Node, error) {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, path, "must be a mapping of fields (known fields: %s)", strings.Join(known, ", "))
+		return nil, p.Errf(n, path, "must be a mapping of fields (known fields: %s)", strings.Join(known, ", "))
 	}
 	keys, vals, err := p.mapping(n, path)
 	if err != nil {
@@ -299,36 +260,17 @@ func (p *profileParser) fields(n *yaml.Node, path string, known []string) (map[s
 			field = path + "." + k.Value
 		}
 		if !contains(known, k.Value) {
-			return nil, p.errf(k, field, "unknown field (known fields here: %s)", strings.Join(known, ", "))
+			return nil, p.Errf(k, field, "unknown field (known fields here: %s)", strings.Join(known, ", "))
 		}
 		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, field, "field given twice")
+			return nil, p.Errf(k, field, "field given twice")
 		}
 		if vals[i].Kind == yaml.ScalarNode && vals[i].Tag == "!!null" {
-			return nil, p.errf(vals[i], field, "missing: the field has no value")
+			return nil, p.Errf(vals[i], field, "missing: the field has no value")
 		}
 		out[k.Value] = vals[i]
 	}
 	return out, nil
-}
-
-func (p *profileParser) scalar(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode {
-		return "", p.errf(n, field, "must be a single value, not a list or mapping")
-	}
-	return n.Value, nil
-}
-
-func (p *profileParser) quantity(n *yaml.Node, field string, parse func(string) (float64, error)) (float64, error) {
-	s, err := p.scalar(n, field)
-	if err != nil {
-		return 0, err
-	}
-	v, err := parse(s)
-	if err != nil {
-		return 0, p.errf(n, field, "%w", err)
-	}
-	return v, nil
 }
 
 func contains(list []string, s string) bool {
