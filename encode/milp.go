@@ -44,8 +44,9 @@ func (l lin) add(col int, v float64) {
 // layout) and per uneven collective's method; an integer length per
 // (segment, device). Products of a binary choice and a length (a rule's
 // share of a device's work) are linearised exactly: ζ ≥ L − U·(1 − x),
-// ζ ≥ 0, which minimisation makes equal to x·L. The objective is Evaluate's
-// T = max_d C_d + K, so both price every choice the same.
+// ζ ≥ 0, ζ ≤ L and the conservation rows make it x·L at every integer
+// point. The objective is Evaluate's timeline (timeline.go: T at least each
+// of its terms, per device group), so both price every choice the same.
 func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
@@ -176,10 +177,21 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		zetaOf[k].add(z, 1)
 		dst.add(z, coef/U)
 	}
-	compute := make([]lin, G)
+	// The timeline's per-instance terms (timeline.go), as expressions:
+	// forward and backward seconds per (op class, group), forward layout
+	// change and gradient all-reduce seconds per tensor class, update
+	// seconds per group.
+	fwdC := make([][]lin, len(e.Classes))
+	bwdC := make([][]lin, len(e.Classes))
+	commT := make([]lin, len(e.Tensors))
+	gradT := make([]lin, len(e.Tensors))
+	for ti := range commT {
+		commT[ti], gradT[ti] = lin{}, lin{}
+	}
+	update := make([]lin, G)
 	memory := make([]lin, G)
-	for d := range compute {
-		compute[d], memory[d] = lin{}, lin{}
+	for d := range memory {
+		update[d], memory[d] = lin{}, lin{}
 	}
 	paramFactor := 2.0
 	if e.opt.Optimizer.Kind == "adam" {
@@ -198,17 +210,24 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			}
 			byAct[c.ActSeg[ri]].add(v.x[ci][ri], 1)
 		}
+		fwdC[ci], bwdC[ci] = make([]lin, G), make([]lin, G)
+		inst := float64(len(c.Ops))
 		for g := 0; g < G; g++ {
 			d := e.Groups[g][0] // every device of a group prices the same
+			fwdC[ci][g], bwdC[ci][g] = lin{}, lin{}
 			for _, s := range sortedKeys(bySeg) {
-				shareTerm(compute[g], milpTime*c.Time[d], s, g, bySeg[s], fmt.Sprintf("c%d", ci))
+				sh := lin{} // the group's share of the rule's work
+				shareTerm(sh, 1, s, g, bySeg[s], fmt.Sprintf("c%d", ci))
+				for col, val := range sh {
+					fwdC[ci][g].add(col, milpTime*c.TimeF[d]/inst*val)
+					bwdC[ci][g].add(col, milpTime*c.TimeB[d]/inst*val)
+				}
 			}
 			for _, s := range sortedKeys(byAct) {
 				shareTerm(memory[g], milpMemory*c.ActBytes, s, g, byAct[s], fmt.Sprintf("a%d", ci))
 			}
 		}
 	}
-	comm := lin{}
 	group := 0
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
@@ -228,19 +247,14 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			for g := 0; g < G; g++ {
 				d := e.Groups[g][0]
 				for _, s := range sortedKeys(bySeg) {
-					shareTerm(compute[g], milpTime*t.Update[d], s, g, bySeg[s], fmt.Sprintf("p%d", ti))
+					shareTerm(update[g], milpTime*t.Update[d], s, g, bySeg[s], fmt.Sprintf("p%d", ti))
 					shareTerm(memory[g], milpMemory*paramFactor*t.Bytes*count, s, g, bySeg[s], fmt.Sprintf("m%d", ti))
 				}
 			}
 			for c, val := range have(ti, I) {
-				comm.add(c, milpTime*count*e.collCoeffs(t, I).AllReduce*val)
+				gradT[ti].add(c, milpTime*e.collCoeffs(t, I).AllReduce*val)
 			}
 		}
-		adj := 1.0
-		if t.ReqGrad {
-			adj = 2
-		}
-		w := adj * count
 		layouts := e.Layouts(ti)
 		need := map[Layout]int{}
 		if v.need == nil {
@@ -339,8 +353,8 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 				l.add(nz[s][gr], -cf.GrpA[k]*size(gr))
 			}
 			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
-			comm.add(tp, w)
-			comm.add(tg, w)
+			commT[ti].add(tp, 1)
+			commT[ti].add(tg, 1)
 			// Whatever the lengths and method, the conversion costs at
 			// least its cheapest case: padded with the most even pieces, or
 			// grouped with one non-empty piece.
@@ -355,7 +369,7 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			switch q.Kind {
 			case Identity:
 				if produced[R] {
-					comm.add(conv(I, R, false), milpTime*w*e.collCoeffs(t, I).AllReduce)
+					commT[ti].add(conv(I, R, false), milpTime*e.collCoeffs(t, I).AllReduce)
 				}
 				for _, h := range layouts {
 					if produced[h] && h.Kind == Gather {
@@ -383,15 +397,8 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
+	e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
 	for g := 0; g < G; g++ {
-		l := lin{v.T: 1}
-		for c, val := range compute[g] {
-			l.add(c, -val)
-		}
-		for c, val := range comm {
-			l.add(c, -val)
-		}
-		row(fmt.Sprintf("T_%d", g), 0, inf, l)
 		if e.memoryMayBind() {
 			row(fmt.Sprintf("memory_%d", g), -inf, milpMemory*e.Capacity[e.Groups[g][0]], memory[g])
 		}

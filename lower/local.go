@@ -40,18 +40,31 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 		}
 		vals[t][l] = v
 	}
+	replicate := map[ir.TensorID]bool{}
 	for _, lf := range p.Leaves {
 		t := &g.Tensors[lf.Tensor]
 		v := b.Leaf(t.Kind, t.Name, t.DType, encode.LocalShape(lf.Layout, t.Shape, segs, rank), t.Init)
 		loc.Leaf[lf.Tensor], loc.Layout[lf.Tensor] = v, lf.Layout
 		if t.Kind == ir.Param && lf.Layout.Kind == encode.Identity {
-			// Every device holds the whole parameter; its gradient is
-			// the sum of every device's contribution.
-			restore := b.Scope(t.Name)
-			v = b.Emit(ir.OpReplicate, ir.Attrs{}, v)[0]
-			restore()
+			// Every device holds the whole parameter; its gradient is the
+			// sum of every device's contribution: a replicate op whose
+			// adjoint is that all-reduce. It is emitted at the
+			// parameter's first use (see get), so that in the reversed
+			// backward the all-reduce comes right after the parameter's
+			// gradient is complete and overlaps the rest of backward, as
+			// data-parallel runtimes bucket it.
+			replicate[lf.Tensor] = true
 		}
 		set(lf.Tensor, lf.Layout, v)
+	}
+	get := func(t ir.TensorID, l encode.Layout) ir.TensorID {
+		if replicate[t] {
+			replicate[t] = false
+			restore := b.Scope(g.Tensors[t].Name)
+			vals[t][l] = b.Emit(ir.OpReplicate, ir.Attrs{}, vals[t][l])[0]
+			restore()
+		}
+		return vals[t][l]
 	}
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
@@ -59,7 +72,7 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 			t := &g.Tensors[in.Tensor]
 			a := commAttrs(in, t.Shape, segs, rank)
 			restore := b.Scope(t.Name + ".comm")
-			v := b.Emit(in.Collective, a, vals[in.Tensor][in.From])[0]
+			v := b.Emit(in.Collective, a, get(in.Tensor, in.From))[0]
 			restore()
 			set(in.Tensor, in.To, v)
 			continue
@@ -67,7 +80,7 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 		op := &g.Ops[in.Op]
 		inputs := make([]ir.TensorID, len(op.Inputs))
 		for j, t := range op.Inputs {
-			inputs[j] = vals[t][in.Rule.In[j]]
+			inputs[j] = get(t, in.Rule.In[j])
 		}
 		a := localAttrs(g, op, in.Rule, segs, rank)
 		restore := b.Scope(op.Name)

@@ -1,0 +1,280 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"hap/ir"
+)
+
+// The step-time model: a timeline of blocks, shared by Evaluate and the
+// MILP so that both price every choice the same.
+//
+// Lowering runs each device's step on two in-order streams (see lower and
+// sim): compute (forward ops, backward ops in reverse, then the updates)
+// and communication (every collective, in program order). A layout change
+// of an activation blocks its consumer, in forward and — its adjoint — in
+// backward; a replicated parameter's gradient all-reduce (and the adjoint
+// of a parameter's gather) blocks nothing until the update, so it overlaps
+// the rest of backward. Lowering issues that all-reduce as soon as the
+// gradient is complete, right after the backward of the parameter's first
+// consumer.
+//
+// The forward ops are cut into blocks, a new block starting at every op
+// that is the first consumer of a parameter. In backward the blocks run
+// last to first, and block k's parameters' gradients are complete when
+// block k's backward ends. With, per device d and block b,
+//
+//	F_d     forward compute + every forward layout change (blocking)
+//	B_{d,b} backward compute of b + the adjoints of b's activations' changes (blocking)
+//	A_b     the adjoints of b's activations' changes (on the comm stream too)
+//	N_b     b's parameters' gradient all-reduces and gather adjoints (non-blocking)
+//	U_d     the optimizer updates
+//
+// the step time is
+//
+//	T = max_d max( F_d + Σ_b B_{d,b} + U_d,
+//	               max_k F_d + Σ_{b≥k} B_{d,b} + N_k + Σ_{b<k} (A_b + N_b) + U_d )
+//
+// The first term is the compute stream with its blocking waits; the k-th
+// is the communication stream: block k's non-blocking collectives cannot
+// start before block k's backward has ended, and everything the backward
+// of the earlier blocks issues comes after them. Each term is a lower bound
+// of the simulated step (which also waits at every collective for the
+// slowest device); the tests measure how close their maximum comes.
+
+// block is a run of forward ops in program order.
+type block struct {
+	// ops counts the block's op instances per op class; tensors the tensor
+	// instances per class whose first consumer is in the block (their
+	// layout changes happen there).
+	ops, tensors []classCount
+}
+
+type classCount struct{ class, n int }
+
+// buildBlocks cuts g's ops into blocks at each parameter's first consumer.
+func (e *Encoding) buildBlocks() {
+	g := e.G
+	first := make([]int, len(g.Tensors)) // first consuming op, −1 if none
+	for i := range first {
+		first[i] = -1
+	}
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Inputs {
+			if first[t] < 0 {
+				first[t] = i
+			}
+		}
+	}
+	starts := map[int]bool{0: true}
+	for i := range g.Tensors {
+		if g.Tensors[i].Kind == ir.Param && first[i] >= 0 {
+			starts[first[i]] = true
+		}
+	}
+	blockOf := make([]int, len(g.Ops))
+	b := -1
+	for i := range g.Ops {
+		if starts[i] {
+			b++
+		}
+		blockOf[i] = b
+	}
+	ops := make([]map[int]int, b+1)
+	tensors := make([]map[int]int, b+1)
+	for k := range ops {
+		ops[k], tensors[k] = map[int]int{}, map[int]int{}
+	}
+	for i := range g.Ops {
+		ops[blockOf[i]][e.classOf[i]]++
+	}
+	for i := range g.Tensors {
+		if first[i] >= 0 {
+			tensors[blockOf[first[i]]][e.tclassOf[i]]++
+		}
+	}
+	e.blocks = make([]block, b+1)
+	for k := range e.blocks {
+		e.blocks[k] = block{ops: counts(ops[k]), tensors: counts(tensors[k])}
+	}
+}
+
+// counts lists m's entries in class order (deterministic encodings).
+func counts(m map[int]int) []classCount {
+	out := make([]classCount, 0, len(m))
+	for c, n := range m {
+		out = append(out, classCount{c, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].class < out[j].class })
+	return out
+}
+
+// commRole says on which side of the timeline a tensor class's
+// collectives fall.
+type commRole struct {
+	// blockingAdjoint: an activation needing a gradient; its changes'
+	// adjoints block the backward. parameter: a parameter; its changes'
+	// adjoints and gradient all-reduce do not block.
+	blockingAdjoint, parameter bool
+}
+
+func (e *Encoding) roleOf(ti int) commRole {
+	t := &e.Tensors[ti]
+	return commRole{blockingAdjoint: t.ReqGrad && t.Kind != ir.Param, parameter: t.Kind == ir.Param}
+}
+
+// timelineTerms are one device's (or group's) per-instance quantities the
+// timeline adds up: forward and backward seconds per op class, forward
+// layout-change seconds and gradient all-reduce seconds per tensor class,
+// and the total update seconds.
+type timelineTerms struct {
+	fwd, bwd   []float64 // per op class, one instance
+	comm, grad []float64 // per tensor class, one instance
+	update     float64
+}
+
+// stepTime evaluates the timeline formula above for one device.
+func (e *Encoding) stepTime(tt *timelineTerms) float64 {
+	F := 0.0
+	B := make([]float64, len(e.blocks))
+	A := make([]float64, len(e.blocks))
+	N := make([]float64, len(e.blocks))
+	for k, bl := range e.blocks {
+		for _, oc := range bl.ops {
+			F += float64(oc.n) * tt.fwd[oc.class]
+			B[k] += float64(oc.n) * tt.bwd[oc.class]
+		}
+		for _, tc := range bl.tensors {
+			n := float64(tc.n)
+			F += n * tt.comm[tc.class]
+			r := e.roleOf(tc.class)
+			switch {
+			case r.parameter:
+				if e.Tensors[tc.class].ReqGrad {
+					N[k] += n * tt.comm[tc.class]
+				}
+				N[k] += n * tt.grad[tc.class]
+			case r.blockingAdjoint:
+				B[k] += n * tt.comm[tc.class]
+				A[k] += n * tt.comm[tc.class]
+			}
+		}
+	}
+	chain := F + tt.update
+	for _, b := range B {
+		chain += b
+	}
+	T := chain
+	// suffix = Σ_{b≥k} B_b; prefix = Σ_{b<k} (A_b + N_b).
+	suffix := chain - F - tt.update
+	prefix := 0.0
+	for k := range e.blocks {
+		T = math.Max(T, F+suffix+N[k]+prefix+tt.update)
+		suffix -= B[k]
+		prefix += A[k] + N[k]
+	}
+	return T
+}
+
+// timelineRows adds to the MILP the rows T ≥ each term of the timeline
+// formula, per device group. Each per-instance expression gets a column of
+// its own (an equality row) so that the timeline's rows stay sparse.
+func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update []lin,
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
+	inf := math.Inf(1)
+	define := func(name string, l lin) int {
+		if len(l) == 0 {
+			return -1
+		}
+		c := col(name, 0, inf, false)
+		d := lin{c: 1}
+		for k, v := range l {
+			d.add(k, -v)
+		}
+		row(name, 0, 0, d)
+		return c
+	}
+	add := func(dst lin, c int, v float64) {
+		if c >= 0 {
+			dst.add(c, v)
+		}
+	}
+	addAll := func(dst, src lin) {
+		for c, v := range src {
+			dst.add(c, v)
+		}
+	}
+	cK := make([]int, len(e.Tensors))
+	cG := make([]int, len(e.Tensors))
+	for ti := range e.Tensors {
+		cK[ti] = define(fmt.Sprintf("comm_%d", ti), commT[ti])
+		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
+	}
+	nb := len(e.blocks)
+	for g := range e.Groups {
+		cF := make([]int, len(e.Classes))
+		cB := make([]int, len(e.Classes))
+		for ci := range e.Classes {
+			cF[ci] = define(fmt.Sprintf("fwd_%d_%d", ci, g), fwdC[ci][g])
+			cB[ci] = define(fmt.Sprintf("bwd_%d_%d", ci, g), bwdC[ci][g])
+		}
+		F := lin{}
+		add(F, define(fmt.Sprintf("update_%d", g), update[g]), 1)
+		B := make([]lin, nb)
+		AN := make([]lin, nb) // A_b + N_b
+		N := make([]lin, nb)
+		for k, bl := range e.blocks {
+			B[k], AN[k], N[k] = lin{}, lin{}, lin{}
+			for _, oc := range bl.ops {
+				add(F, cF[oc.class], float64(oc.n))
+				add(B[k], cB[oc.class], float64(oc.n))
+			}
+			for _, tc := range bl.tensors {
+				n := float64(tc.n)
+				add(F, cK[tc.class], n)
+				r := e.roleOf(tc.class)
+				switch {
+				case r.parameter:
+					if e.Tensors[tc.class].ReqGrad {
+						add(N[k], cK[tc.class], n)
+					}
+					add(N[k], cG[tc.class], n)
+				case r.blockingAdjoint:
+					add(B[k], cK[tc.class], n)
+					add(AN[k], cK[tc.class], n)
+				}
+			}
+			addAll(AN[k], N[k])
+		}
+		// F now holds F_g + U_g; suffix Σ_{b≥k} B_b; prefix Σ_{b<k} (A_b + N_b).
+		suffix := lin{}
+		for k := range B {
+			addAll(suffix, B[k])
+		}
+		chain := lin{T: 1}
+		for _, l := range []lin{F, suffix} {
+			for c, v := range l {
+				chain.add(c, -v)
+			}
+		}
+		row(fmt.Sprintf("T_compute_%d", g), 0, inf, chain)
+		prefix := lin{}
+		for k := range e.blocks {
+			if len(N[k]) > 0 { // with nothing non-blocking issued here the row adds nothing new
+				r := lin{T: 1}
+				for _, l := range []lin{F, suffix, N[k], prefix} {
+					for c, v := range l {
+						r.add(c, -v)
+					}
+				}
+				row(fmt.Sprintf("T_comm_%d_%d", g, k), 0, inf, r)
+			}
+			for c, v := range B[k] {
+				suffix.add(c, -v)
+			}
+			addAll(prefix, AN[k])
+		}
+	}
+}
