@@ -47,7 +47,15 @@ func (l lin) add(col int, v float64) {
 // ζ ≥ 0, ζ ≤ L and the conservation rows make it x·L at every integer
 // point. The objective is Evaluate's timeline (timeline.go: T at least each
 // of its terms, per device group), so both price every choice the same.
-func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
+func (e *Encoding) MILP() (*milp.Model, *MILPVars) { return e.milp(false) }
+
+// SerialMILP is MILP with the simpler serialised objective — every
+// collective after the slowest device's compute, T = max_d C_d + K — an
+// upper bound of the timeline that CBC's heuristics search much faster. The
+// synthesizer solves it first and starts the timeline MILP from its answer.
+func (e *Encoding) SerialMILP() (*milp.Model, *MILPVars) { return e.milp(true) }
+
+func (e *Encoding) milp(serial bool) (*milp.Model, *MILPVars) {
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
 	col := func(name string, lo, hi float64, integer bool) int {
@@ -216,6 +224,9 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 			d := e.Groups[g][0] // every device of a group prices the same
 			fwdC[ci][g], bwdC[ci][g] = lin{}, lin{}
 			for _, s := range sortedKeys(bySeg) {
+				if c.TimeF[d] == 0 && c.TimeB[d] == 0 {
+					break // no work: no share columns
+				}
 				sh := lin{} // the group's share of the rule's work
 				shareTerm(sh, 1, s, g, bySeg[s], fmt.Sprintf("c%d", ci))
 				for col, val := range sh {
@@ -397,7 +408,11 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
-	e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
+	if serial {
+		e.serialRows(v.T, fwdC, bwdC, commT, gradT, update, row)
+	} else {
+		e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
+	}
 	for g := 0; g < G; g++ {
 		if e.memoryMayBind() {
 			row(fmt.Sprintf("memory_%d", g), -inf, milpMemory*e.Capacity[e.Groups[g][0]], memory[g])

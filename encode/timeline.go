@@ -44,6 +44,10 @@ import (
 // of the simulated step (which also waits at every collective for the
 // slowest device); the tests measure how close their maximum comes.
 
+// negligibleCoef drops coefficients (µs per unit) that only rounding in
+// the running prefix and suffix sums leaves behind; real ones are ≥ 1e-6.
+const negligibleCoef = 1e-9
+
 // block is a run of forward ops in program order.
 type block struct {
 	// ops counts the block's op instances per op class; tensors the tensor
@@ -137,22 +141,31 @@ type timelineTerms struct {
 
 // stepTime evaluates the timeline formula above for one device.
 func (e *Encoding) stepTime(tt *timelineTerms) float64 {
-	F := 0.0
-	B := make([]float64, len(e.blocks))
-	A := make([]float64, len(e.blocks))
-	N := make([]float64, len(e.blocks))
+	nb := len(e.blocks)
+	Fc := make([]float64, nb) // forward compute + blocking activation changes
+	Fa := make([]float64, nb) // forward activation changes (comm stream)
+	P := make([]float64, nb)  // leaves' forward changes (prefetched)
+	B := make([]float64, nb)
+	A := make([]float64, nb)
+	N := make([]float64, nb)
 	for k, bl := range e.blocks {
 		for _, oc := range bl.ops {
-			F += float64(oc.n) * tt.fwd[oc.class]
+			Fc[k] += float64(oc.n) * tt.fwd[oc.class]
 			B[k] += float64(oc.n) * tt.bwd[oc.class]
 		}
 		for _, tc := range bl.tensors {
 			n := float64(tc.n)
-			F += n * tt.comm[tc.class]
+			t := &e.Tensors[tc.class]
+			if t.Producer < 0 {
+				P[k] += n * tt.comm[tc.class]
+			} else {
+				Fc[k] += n * tt.comm[tc.class]
+				Fa[k] += n * tt.comm[tc.class]
+			}
 			r := e.roleOf(tc.class)
 			switch {
 			case r.parameter:
-				if e.Tensors[tc.class].ReqGrad {
+				if t.ReqGrad {
 					N[k] += n * tt.comm[tc.class]
 				}
 				N[k] += n * tt.grad[tc.class]
@@ -162,16 +175,28 @@ func (e *Encoding) stepTime(tt *timelineTerms) float64 {
 			}
 		}
 	}
-	chain := F + tt.update
-	for _, b := range B {
-		chain += b
+	// The forward ends at FE: after its compute chain, and, for each k,
+	// after the comm stream has made block k's leaves' layouts and the
+	// compute from block k on has run.
+	fsuffix := 0.0
+	for k := range Fc {
+		fsuffix += Fc[k]
 	}
-	T := chain
-	// suffix = Σ_{b≥k} B_b; prefix = Σ_{b<k} (A_b + N_b).
-	suffix := chain - F - tt.update
+	FE := fsuffix
+	fprefix := 0.0
+	for k := range e.blocks {
+		FE = math.Max(FE, fprefix+P[k]+fsuffix)
+		fsuffix -= Fc[k]
+		fprefix += P[k] + Fa[k]
+	}
+	suffix := 0.0
+	for _, b := range B {
+		suffix += b
+	}
+	T := FE + suffix + tt.update
 	prefix := 0.0
 	for k := range e.blocks {
-		T = math.Max(T, F+suffix+N[k]+prefix+tt.update)
+		T = math.Max(T, FE+suffix+N[k]+prefix+tt.update)
 		suffix -= B[k]
 		prefix += A[k] + N[k]
 	}
@@ -220,24 +245,33 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 			cF[ci] = define(fmt.Sprintf("fwd_%d_%d", ci, g), fwdC[ci][g])
 			cB[ci] = define(fmt.Sprintf("bwd_%d_%d", ci, g), bwdC[ci][g])
 		}
-		F := lin{}
-		add(F, define(fmt.Sprintf("update_%d", g), update[g]), 1)
+		U := lin{}
+		add(U, define(fmt.Sprintf("update_%d", g), update[g]), 1)
+		Fc := make([]lin, nb)
+		FaP := make([]lin, nb) // Fa_b + P_b: the comm stream's forward share
+		P := make([]lin, nb)
 		B := make([]lin, nb)
 		AN := make([]lin, nb) // A_b + N_b
 		N := make([]lin, nb)
 		for k, bl := range e.blocks {
-			B[k], AN[k], N[k] = lin{}, lin{}, lin{}
+			Fc[k], FaP[k], P[k], B[k], AN[k], N[k] = lin{}, lin{}, lin{}, lin{}, lin{}, lin{}
 			for _, oc := range bl.ops {
-				add(F, cF[oc.class], float64(oc.n))
+				add(Fc[k], cF[oc.class], float64(oc.n))
 				add(B[k], cB[oc.class], float64(oc.n))
 			}
 			for _, tc := range bl.tensors {
 				n := float64(tc.n)
-				add(F, cK[tc.class], n)
+				t := &e.Tensors[tc.class]
+				if t.Producer < 0 {
+					add(P[k], cK[tc.class], n)
+				} else {
+					add(Fc[k], cK[tc.class], n)
+					add(FaP[k], cK[tc.class], n)
+				}
 				r := e.roleOf(tc.class)
 				switch {
 				case r.parameter:
-					if e.Tensors[tc.class].ReqGrad {
+					if t.ReqGrad {
 						add(N[k], cK[tc.class], n)
 					}
 					add(N[k], cG[tc.class], n)
@@ -246,35 +280,87 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 					add(AN[k], cK[tc.class], n)
 				}
 			}
+			addAll(FaP[k], P[k])
 			addAll(AN[k], N[k])
 		}
-		// F now holds F_g + U_g; suffix Σ_{b≥k} B_b; prefix Σ_{b<k} (A_b + N_b).
+		// FE: the forward's end (see stepTime).
+		FE := col(fmt.Sprintf("forward_end_%d", g), 0, inf, false)
+		geq := func(name string, lhs int, terms ...lin) {
+			r := lin{lhs: 1}
+			for _, l := range terms {
+				for c, v := range l {
+					r.add(c, -v)
+				}
+			}
+			for c, v := range r {
+				if math.Abs(v) < negligibleCoef {
+					delete(r, c) // what a running sum's subtraction left
+				}
+			}
+			row(name, 0, inf, r)
+		}
+		fsuffix := lin{}
+		for k := range Fc {
+			addAll(fsuffix, Fc[k])
+		}
+		geq(fmt.Sprintf("forward_compute_%d", g), FE, fsuffix)
+		fprefix := lin{}
+		for k := range e.blocks {
+			if len(P[k]) > 0 { // nothing prefetched here: dominated
+				geq(fmt.Sprintf("forward_comm_%d_%d", g, k), FE, fprefix, P[k], fsuffix)
+			}
+			for c, v := range Fc[k] {
+				fsuffix.add(c, -v)
+			}
+			addAll(fprefix, FaP[k])
+		}
+		// suffix Σ_{b≥k} B_b; prefix Σ_{b<k} (A_b + N_b).
 		suffix := lin{}
 		for k := range B {
 			addAll(suffix, B[k])
 		}
-		chain := lin{T: 1}
-		for _, l := range []lin{F, suffix} {
-			for c, v := range l {
-				chain.add(c, -v)
-			}
-		}
-		row(fmt.Sprintf("T_compute_%d", g), 0, inf, chain)
+		fe := lin{FE: 1}
+		geq(fmt.Sprintf("T_compute_%d", g), T, fe, suffix, U)
 		prefix := lin{}
 		for k := range e.blocks {
-			if len(N[k]) > 0 { // with nothing non-blocking issued here the row adds nothing new
-				r := lin{T: 1}
-				for _, l := range []lin{F, suffix, N[k], prefix} {
-					for c, v := range l {
-						r.add(c, -v)
-					}
-				}
-				row(fmt.Sprintf("T_comm_%d_%d", g, k), 0, inf, r)
+			if len(N[k]) > 0 { // nothing non-blocking issued here: dominated
+				geq(fmt.Sprintf("T_comm_%d_%d", g, k), T, fe, suffix, N[k], prefix, U)
 			}
 			for c, v := range B[k] {
 				suffix.add(c, -v)
 			}
 			addAll(prefix, AN[k])
 		}
+	}
+}
+
+// serialRows adds T ≥ C_g + K per device group: the group's compute and
+// updates plus every collective (activations' changes twice when a
+// gradient flows back, gradient all-reduces), serialised.
+func (e *Encoding) serialRows(T int, fwdC, bwdC [][]lin, commT, gradT, update []lin, row func(name string, lo, hi float64, l lin)) {
+	inf := math.Inf(1)
+	for g := range e.Groups {
+		r := lin{T: 1}
+		sub := func(l lin, f float64) {
+			for c, v := range l {
+				r.add(c, -f*v)
+			}
+		}
+		sub(update[g], 1)
+		for ci, c := range e.Classes {
+			n := float64(len(c.Ops))
+			sub(fwdC[ci][g], n)
+			sub(bwdC[ci][g], n)
+		}
+		for ti, t := range e.Tensors {
+			n := float64(len(t.Tensors))
+			adj := 1.0
+			if t.ReqGrad {
+				adj = 2
+			}
+			sub(commT[ti], adj*n)
+			sub(gradT[ti], n)
+		}
+		row(fmt.Sprintf("T_serial_%d", g), 0, inf, r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,10 +69,60 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
+	// Three phases in one time budget. CBC's heuristics find good plans
+	// slowly under the timeline's many max-terms, so two primal heuristics
+	// run first: the paper's alternation (program with lengths fixed, then
+	// lengths with the program fixed) from the best hand-written strategy,
+	// and the serialised MILP (an upper bound of the timeline that CBC
+	// searches faster) from the best plan so far. The cheapest plan found
+	// starts the joint timeline MILP, whose optimum, bound and gap are the
+	// result: the heuristics only give it a better place to start.
+	var seeds []*encode.Choice
+	for _, p := range opt.Starts {
+		if ch, ok := e.ChoiceOf(p); ok {
+			seeds = append(seeds, ch)
+		}
+	}
+	seed := bestStart(e, seeds, timelineCost)
+	altLimit := opt.TimeLimit * alternateShare / 100
+	serialLimit := opt.TimeLimit * serialShare / 100
+	limit := opt.TimeLimit - altLimit - serialLimit
+	lengths := make([][]int, len(e.Segs))
+	for s, seg := range e.Segs {
+		lengths[s] = encode.RoundLengths(seg.Units, slices.Repeat([]float64{1}, e.N))
+	}
+	if seed != nil {
+		lengths = seed.Lengths
+		deadline := time.Now().Add(altLimit / 4)
+		if opt.TimeLimit == 0 {
+			deadline = time.Now().Add(time.Hour)
+		}
+		ls, _ := LocalSearch(ctx, e, seed, deadline)
+		seed = cheaper(e, seed, ls)
+		lengths = seed.Lengths
+	}
+	if alt, _, err := Alternate(ctx, e, lengths, append(seeds, seed), AlternateOptions{Rounds: alternateRounds, PerSolve: altLimit / (2 * alternateRounds)}); err == nil {
+		seed = cheaper(e, seed, alt)
+	}
+	smodel, svars := e.SerialMILP()
+	so := milp.Options{TimeLimit: serialLimit, RelGap: opt.RelGap, Threads: 1}
+	if st := bestStart(e, append(seeds, seed), serialCost); st != nil {
+		so.Start = e.StartValues(svars, st)
+	}
+	sres, err := cbc.Solver{}.Solve(ctx, smodel, so)
+	if err != nil {
+		return nil, fmt.Errorf("solving the serialised %d×%d MILP: %w", len(smodel.Rows), len(smodel.Cols), err)
+	}
+	switch sres.Status {
+	case milp.Optimal, milp.Feasible:
+		seed = cheaper(e, seed, e.ChoiceFrom(svars, sres.Values))
+	case milp.Infeasible:
+		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e))
+	}
 	model, vars := e.MILP()
-	mo := milp.Options{TimeLimit: opt.TimeLimit, RelGap: opt.RelGap, Threads: 1}
-	if start := bestStart(e, opt.Starts); start != nil {
-		mo.Start = e.StartValues(vars, start)
+	mo := milp.Options{TimeLimit: limit, RelGap: opt.RelGap, Threads: 1}
+	if seed != nil {
+		mo.Start = e.StartValues(vars, seed)
 	}
 	res, err := cbc.Solver{}.Solve(ctx, model, mo)
 	if err != nil {
@@ -160,21 +211,52 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 	return segs
 }
 
-// bestStart is the cheapest feasible start under the encoding, or nil.
-func bestStart(e *encode.Encoding, starts []*encode.Program) *encode.Choice {
+// Shares of the time limit, in percent: the alternation, the serialised
+// MILP, and (the rest) the joint timeline MILP, which needs time to
+// improve on the heuristics' plans and prove its bound.
+const (
+	alternateShare  = 30
+	serialShare     = 40
+	alternateRounds = 3
+)
+
+// cheaper is whichever of a and b (either may be nil) Evaluate prices
+// lower and accepts.
+func cheaper(e *encode.Encoding, a, b *encode.Choice) *encode.Choice {
 	var best *encode.Choice
 	bestCost := 0.0
-	for _, p := range starts {
-		ch, ok := e.ChoiceOf(p)
-		if !ok {
+	for _, ch := range []*encode.Choice{a, b} {
+		if ch == nil {
+			continue
+		}
+		if br, err := e.Evaluate(ch); err == nil && (best == nil || br.Seconds < bestCost) {
+			best, bestCost = ch, br.Seconds
+		}
+	}
+	return best
+}
+
+// timelineCost and serialCost price an evaluated choice under the
+// timeline MILP's and the serialised MILP's objectives.
+func timelineCost(br *encode.Breakdown) float64 { return br.Seconds }
+
+func serialCost(br *encode.Breakdown) float64 { return slices.Max(br.Compute) + br.Comm }
+
+// bestStart is the cheapest feasible start under the encoding and the
+// given cost, or nil.
+func bestStart(e *encode.Encoding, starts []*encode.Choice, cost func(*encode.Breakdown) float64) *encode.Choice {
+	var best *encode.Choice
+	bestCost := 0.0
+	for _, ch := range starts {
+		if ch == nil {
 			continue
 		}
 		br, err := e.Evaluate(ch)
 		if err != nil {
 			continue
 		}
-		if best == nil || br.Seconds < bestCost {
-			best, bestCost = ch, br.Seconds
+		if c := cost(br); best == nil || c < bestCost {
+			best, bestCost = ch, c
 		}
 	}
 	return best
