@@ -84,14 +84,19 @@ func checkTolerance(t *testing.T, rep *Report, dt ir.DType) {
 // parallel inside each machine, data parallel across the 8): its
 // sub-group collectives on the CPU backend train exactly like one device.
 // The models' default batches leave some replicas without samples; batch
-// 12 gives every replica some, unevenly (2 or 1), cut again among ranks.
+// 12 gives every replica some, unevenly (2 or 1, or under megatron-cp in
+// proportion to throughput), cut again among ranks.
 func TestVerifyMegatronMesh(t *testing.T) {
 	for _, model := range []string{"mlp-tiny", "bert-base-tiny", "vit-tiny", "vgg19-tiny", "bert-moe-tiny"} {
 		for _, cl := range []string{"paper-16", "paper-32"} {
-			for _, batch := range []int{0, 12} {
+			for _, run := range []struct {
+				strategy string
+				batch    int
+			}{{"megatron", 0}, {"megatron", 12}, {"megatron-cp", 12}} {
+				strat, batch := run.strategy, run.batch
 				for _, dt := range []ir.DType{ir.Float64, ir.Float32} {
-					t.Run(fmt.Sprintf("%s/%s/batch%d/%s", model, cl, batch, dt), func(t *testing.T) {
-						rep := verifyBatch(t, model, batch, "megatron", cl, dt, ir.SGD(1e-2))
+					t.Run(fmt.Sprintf("%s/%s/%s/batch%d/%s", model, cl, strat, batch, dt), func(t *testing.T) {
+						rep := verifyBatch(t, model, batch, strat, cl, dt, ir.SGD(1e-2))
 						if rep.Devices != map[string]int{"paper-16": 16, "paper-32": 32}[cl] {
 							t.Errorf("%d devices", rep.Devices)
 						}

@@ -8,7 +8,9 @@
 //	tp        tensor parallel over every device (Megatron's column/row split of
 //	          attention heads and FFN), activations replicated between blocks
 //	megatron  tensor parallel within a machine, data parallel across machines
-//	          (a 2-D mesh program; see megatron)
+//	          (a 2-D mesh program; see megatron), batch split evenly
+//	megatron-cp  megatron with the batch split across replicas in proportion
+//	          to their FP32 throughput
 //	ep        expert parallel MoE layers (experts split evenly), data parallel
 //	          elsewhere
 //
@@ -31,7 +33,7 @@ import (
 )
 
 // Names lists the strategies.
-func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "tp"} }
+func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "megatron-cp", "tp"} }
 
 // Build makes the named strategy's program for forward graph g on c.
 func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
@@ -47,7 +49,9 @@ func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error
 	case "tp":
 		return tensorParallel(g, n)
 	case "megatron":
-		return megatron(g, c)
+		return megatron(g, c, false)
+	case "megatron-cp":
+		return megatron(g, c, true)
 	case "ep":
 		return expertParallel(g, n)
 	}
@@ -259,10 +263,11 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 
 // megatron is Megatron-LM's layout: replicas of t GPUs inside one machine
 // run the tensor-parallel program (tp over t ranks), and the replicas run
-// data parallel, the batch split evenly among them; each parameter shard's
+// data parallel, the batch split evenly among them (or, with proportional,
+// in proportion to each replica's FP32 throughput); each parameter shard's
 // gradient is all-reduced across the replicas among the devices holding
 // it. On one machine that is tp over all its GPUs, with one GPU per machine
-// it is dp-ev, and otherwise a mesh program (encode.Compose of a
+// it is dp-ev (dp-cp), and otherwise a mesh program (encode.Compose of a
 // data-parallel program over the replicas and tp over t ranks).
 //
 // t is the largest degree that divides every machine's GPU count (their
@@ -273,7 +278,7 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 // all-reduces would cross the slow network. So machines of different sizes
 // (paper-29: 7, 1, 3, 8, 1, 6, 1, 2 GPUs) get the degree all of them allow,
 // which there is 1 — plain data parallelism — rather than an error.
-func megatron(g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
+func megatron(g *ir.Graph, c *cluster.Cluster, proportional bool) (*encode.Program, error) {
 	n := c.NumDevices()
 	if len(c.Nodes) == 1 {
 		return tensorParallel(g, n)
@@ -285,16 +290,26 @@ func megatron(g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
 		}
 	}
 	if t <= 1 {
+		if proportional {
+			return dataParallel(g, n, throughputShares(c), nil)
+		}
 		return dataParallel(g, n, evenShares(n), nil)
 	}
 	var replicas [][]int
+	var fp32 []float64
 	for _, d := range c.Devices() {
 		if d.Local%t == 0 {
 			replicas = append(replicas, nil)
+			fp32 = append(fp32, 0)
 		}
 		replicas[len(replicas)-1] = append(replicas[len(replicas)-1], d.Index)
+		fp32[len(fp32)-1] += d.Spec.FP32
 	}
-	outer, err := dataParallel(g, len(replicas), evenShares(len(replicas)), nil)
+	shares := evenShares(len(replicas))
+	if proportional {
+		shares = fp32
+	}
+	outer, err := dataParallel(g, len(replicas), shares, nil)
 	if err != nil {
 		return nil, fmt.Errorf("megatron across %d replicas: %w", len(replicas), err)
 	}

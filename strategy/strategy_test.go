@@ -89,3 +89,31 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// megatron-cp splits the batch across replicas in proportion to their
+// FP32 throughput: paper-16's V100 machines get more samples than its
+// P100 machines, and each replica's share is still cut among its ranks.
+func TestMegatronProportional(t *testing.T) {
+	g, err := models.Load("bert-base-tiny", models.Options{Batch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("paper-16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build("megatron-cp", g, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mesh == nil {
+		t.Fatal("megatron-cp on paper-16 is not a mesh")
+	}
+	l := p.Mesh.Segments[0].Lengths
+	if l[0] != l[1] || l[0] <= l[2] || l[2] != l[7] {
+		t.Errorf("replica batch %v, want more on the two V100 machines than on the six P100 ones", l)
+	}
+	if s := p.Segments[0]; s.Lengths[0]+s.Lengths[1] != l[0] {
+		t.Errorf("replica 0's ranks get %v of its %d samples", s.Lengths[:2], l[0])
+	}
+}
