@@ -269,8 +269,8 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (R
 	}
 	p, err := strategy.Build(strategyOf(in, sys), in.Graph, in.Cluster)
 	if err != nil {
-		// A strategy that cannot express this cluster (megatron on a
-		// multi-machine cluster) is reported, not fatal.
+		// A strategy that cannot express this cluster (ep on a model
+		// without experts) is reported, not fatal.
 		r.Status = StatusNA + ": " + err.Error()
 		return r, nil
 	}

@@ -75,6 +75,11 @@ type Call struct {
 	Root int
 	// Algorithm is AlgoAuto (""), ring or hierarchical; all-to-all and send-recv ignore it.
 	Algorithm Algorithm
+	// Sharing is how many collectives run this call at the same time on other groups over the same
+	// nodes' network links, this one included: the sibling groups of a 2-D mesh program, such as
+	// megatron's cross-machine gradient all-reduces, one per rank of a machine. Each gets 1/Sharing
+	// of a node's egress. 0 or 1: the call has the network to itself.
+	Sharing int
 }
 
 // Estimate is a collective's predicted time and the algorithm it assumes.
@@ -116,13 +121,17 @@ func (m *Model) CollectiveTime(c Call) (float64, error) {
 // reduce (reduce-scatter) per non-empty piece, each with its own latency, under one algorithm for the
 // whole group (Auto takes the cheaper); for all-to-all it uses the true sizes.
 //
-// Not modelled: contention between concurrent collectives, NCCL protocol switching for small messages,
-// and the reduction arithmetic.
+// Sibling collectives (Call.Sharing = s > 1) that cross the network together divide each node's egress:
+// E becomes E/s in every formula above.
+//
+// Not modelled: other contention between concurrent collectives, NCCL protocol switching for small
+// messages, and the reduction arithmetic.
 func (m *Model) Collective(c Call) (Estimate, error) {
 	if err := m.checkCall(c); err != nil {
 		return Estimate{}, fmt.Errorf("%s over devices %v: %w", c.Kind, c.Group, err)
 	}
 	t := m.topology(c.Group)
+	t.share = math.Max(1, float64(c.Sharing))
 	if t.p == 1 {
 		return Estimate{0, m.label(c)}, nil
 	}
@@ -213,6 +222,9 @@ func (m *Model) checkCall(c Call) error {
 	if c.Root < 0 || c.Root >= p {
 		return fmt.Errorf("root rank %d out of range [0, %d)", c.Root, p)
 	}
+	if c.Sharing < 0 {
+		return fmt.Errorf("negative sharing %d", c.Sharing)
+	}
 	switch c.Algorithm {
 	case AlgoAuto, AlgoRing, AlgoHierarchical:
 	default:
@@ -255,10 +267,12 @@ type topology struct {
 	p     int
 	nodes []int
 	ranks [][]int
+	// share is the number of sibling calls dividing each node's egress (at least 1).
+	share float64
 }
 
 func (m *Model) topology(group []int) topology {
-	t := topology{p: len(group)}
+	t := topology{p: len(group), share: 1}
 	at := map[int]int{}
 	for r, d := range group {
 		n := m.devs[d].node
@@ -274,8 +288,9 @@ func (m *Model) topology(group []int) topology {
 	return t
 }
 
-// egress is a node's total bandwidth to other nodes.
-func (m *Model) egress() float64 { return m.inter.bw * float64(m.nics) }
+// egress is a node's bandwidth to other nodes available to one call: the NICs' total, divided among
+// the call's siblings.
+func (m *Model) egress(t topology) float64 { return m.inter.bw * float64(m.nics) / t.share }
 
 // ring is the flat ring's link: the slowest latency and bandwidth among the links it crosses.
 func (m *Model) ring(t topology) link {
@@ -287,7 +302,7 @@ func (m *Model) ring(t topology) link {
 		}
 	}
 	if len(t.nodes) > 1 {
-		l.bw = math.Min(l.bw, m.egress())
+		l.bw = math.Min(l.bw, m.egress(t))
 		l.lat = math.Max(l.lat, m.inter.lat)
 	}
 	return l
@@ -322,7 +337,7 @@ func (m *Model) gather(t topology, a Algorithm, pieces []float64) float64 {
 			}
 			worst = math.Max(worst, total-s)
 		}
-		inter = (mm-1)*m.inter.lat + worst/m.egress()
+		inter = (mm-1)*m.inter.lat + worst/m.egress(t)
 	}
 	for j := range t.nodes {
 		intra = math.Max(intra, m.intraGather(t, j, total))
@@ -342,7 +357,7 @@ func (m *Model) allReduce(t topology, a Algorithm, n float64) float64 {
 	}
 	inter := 0.0
 	if mm := float64(len(t.nodes)); mm > 1 {
-		inter = 2*(mm-1)*m.inter.lat + 2*(mm-1)/mm*n/m.egress()
+		inter = 2*(mm-1)*m.inter.lat + 2*(mm-1)/mm*n/m.egress(t)
 	}
 	return intra + inter + intra
 }
@@ -355,7 +370,7 @@ func (m *Model) broadcast(t topology, a Algorithm, n float64) float64 {
 	}
 	inter, intra := 0.0, 0.0
 	if mm := float64(len(t.nodes)); mm > 1 {
-		inter = (mm-1)*m.inter.lat + n/m.egress()
+		inter = (mm-1)*m.inter.lat + n/m.egress(t)
 	}
 	for j, node := range t.nodes {
 		if g := float64(len(t.ranks[j])); g > 1 {
@@ -379,7 +394,7 @@ func (m *Model) allToAll(t topology, b []float64) float64 {
 			out += b[r] * (p - g) / p
 		}
 		if len(t.nodes) > 1 {
-			inter = math.Max(inter, out/m.egress())
+			inter = math.Max(inter, out/m.egress(t))
 		}
 	}
 	return (p-1)*m.ring(t).lat + math.Max(intra, inter)

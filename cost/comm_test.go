@@ -210,3 +210,34 @@ func TestPaperClusterAllReduce(t *testing.T) {
 		}
 	}
 }
+
+// A group with one device on each of two machines (a mesh's cross-replica
+// group) is bounded by the network alone; sibling calls sharing it divide
+// each node's egress, and calls that stay inside a node are unaffected.
+func TestSharingDividesEgress(t *testing.T) {
+	m := testCluster(t, 1)
+	for _, tc := range []struct {
+		name    string
+		call    Call
+		want    float64
+		sharing int
+	}{
+		// ring all-reduce over two nodes: 2(p−1)α_n + 2(p−1)/p · n/E = 2e-4 + 1e8/1e8.
+		{"AR one per node alone", Call{Kind: AllReduce, Group: two2, Bytes: fill(2, 1e8)}, 2e-4 + 1, 0},
+		{"AR one per node, 4 siblings", Call{Kind: AllReduce, Group: two2, Bytes: fill(2, 1e8)}, 2e-4 + 4, 4},
+		// all-gather inside node a: (p−1)(α + s/β), no network.
+		{"AG one node, 8 siblings", Call{Kind: AllGather, Group: one2, Bytes: fill(2, 1e8)}, 1e-6 + 0.1, 8},
+	} {
+		tc.call.Sharing = tc.sharing
+		got, err := m.CollectiveTime(tc.call)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if math.Abs(got-tc.want) > 1e-9*tc.want {
+			t.Errorf("%s: %.9g s, want %.9g s", tc.name, got, tc.want)
+		}
+	}
+	if _, err := m.CollectiveTime(Call{Kind: AllReduce, Group: two2, Bytes: fill(2, 1), Sharing: -1}); err == nil || !strings.Contains(err.Error(), "sharing") {
+		t.Errorf("negative sharing: %v", err)
+	}
+}

@@ -13,6 +13,11 @@ import (
 // value and, once all have, every rank receives all values in rank order.
 // A failing rank aborts the group so the others return an error instead of
 // waiting forever.
+//
+// Sub-groups (Comm.Sub) serve collectives among some of the devices, as 2-D
+// mesh programs issue them (within a machine, or across replicas): each
+// distinct member list gets one Group of its own, made on first use and
+// kept by the group it was cut from; aborting that group aborts them all.
 type Group struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -22,6 +27,8 @@ type Group struct {
 	bufs    []any
 	out     []any
 	err     error
+	// subs holds the sub-groups by member list (guarded by mu).
+	subs map[string]*Group
 }
 
 // ErrAborted is returned by collectives of a group that another rank aborted.
@@ -38,19 +45,68 @@ func NewGroup(n int) *Group {
 type Comm struct {
 	g    *Group
 	rank int
+	// root is the group sub-groups are cut from and device this rank's
+	// index there (for a root handle, g and rank).
+	root   *Group
+	device int
 }
 
 // Comm returns rank's handle.
-func (g *Group) Comm(rank int) *Comm { return &Comm{g: g, rank: rank} }
+func (g *Group) Comm(rank int) *Comm { return &Comm{g: g, rank: rank, root: g, device: rank} }
 
-// Abort wakes every waiting rank with err.
+// Abort wakes every waiting rank with err, in this group and every
+// sub-group cut from it.
 func (g *Group) Abort(err error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.err == nil {
 		g.err = fmt.Errorf("%w: %v", ErrAborted, err)
 	}
 	g.cond.Broadcast()
+	subs := make([]*Group, 0, len(g.subs))
+	for _, s := range g.subs {
+		subs = append(subs, s)
+	}
+	g.mu.Unlock()
+	for _, s := range subs {
+		s.Abort(err)
+	}
+}
+
+// Sub returns this device's handle on the sub-group of members (indices
+// of devices in the root group, in rank order), which must include it.
+// Every member asking for the same list gets the same group.
+func (c *Comm) Sub(members []int) (*Comm, error) {
+	root := c.root
+	rank := -1
+	seen := map[int]bool{}
+	for i, m := range members {
+		if m < 0 || m >= root.n {
+			return nil, fmt.Errorf("sub-group %v: device %d is not in the group of %d", members, m, root.n)
+		}
+		if seen[m] {
+			return nil, fmt.Errorf("sub-group %v: device %d appears twice", members, m)
+		}
+		seen[m] = true
+		if m == c.device {
+			rank = i
+		}
+	}
+	if rank < 0 {
+		return nil, fmt.Errorf("sub-group %v does not include device %d", members, c.device)
+	}
+	key := fmt.Sprint(members)
+	root.mu.Lock()
+	defer root.mu.Unlock()
+	s, ok := root.subs[key]
+	if !ok {
+		s = NewGroup(len(members))
+		s.err = root.err
+		if root.subs == nil {
+			root.subs = map[string]*Group{}
+		}
+		root.subs[key] = s
+	}
+	return &Comm{g: s, rank: rank, root: root, device: c.device}, nil
 }
 
 // Exchange deposits buf and returns every rank's buffer.
@@ -91,8 +147,18 @@ func (c *Comm) Rank() int { return c.rank }
 // the same values.
 func collective[F Float](c *Comm, op *ir.Op, x, y *Tensor[F]) error {
 	a := &op.Attrs
+	if len(a.Group) > 0 {
+		sub, err := c.Sub(a.Group)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op.Kind, err)
+		}
+		c = sub
+	}
 	if op.Kind != ir.OpAllReduce && len(a.Sizes) != c.g.n {
 		return fmt.Errorf("%s has %d pieces for a group of %d", op.Kind, len(a.Sizes), c.g.n)
+	}
+	if op.Kind != ir.OpAllReduce && a.Rank != c.rank {
+		return fmt.Errorf("%s is for rank %d, but this device is rank %d of its group", op.Kind, a.Rank, c.rank)
 	}
 	switch op.Kind {
 	case ir.OpAllReduce:

@@ -174,3 +174,78 @@ func TestGroupAbortWakesWaitingRanks(t *testing.T) {
 		}
 	}
 }
+
+// Sub-group collectives on a 2×3 grid of 6 devices: all-reduce within
+// each row and all-gather down each column run concurrently, each group
+// seeing only its members' values, in its own rank order.
+func TestSubGroupCollectives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	const rows, cols = 2, 3
+	x := make([]*Tensor[float64], rows*cols)
+	for d := range x {
+		x[d] = randT(rng, 2, 3)
+	}
+	row := func(d int) []int { r := d / cols; return []int{r * cols, r*cols + 1, r*cols + 2} }
+	// Columns in reverse row order: rank order is the list's, not the device index's.
+	col := func(d int) []int { k := d % cols; return []int{cols + k, k} }
+	sums := runGroup(t, rows*cols, func(c *Comm) (*Tensor[float64], error) {
+		d := c.Rank()
+		return exec1(c, ir.OpAllReduce, ir.Attrs{Group: row(d)}, x[d], x[d].Shape)
+	})
+	for d, got := range sums {
+		want := NewTensor[float64](x[d].Shape, ir.Float64)
+		for _, m := range row(d) {
+			for i, v := range x[m].Data {
+				want.Data[i] += v
+			}
+		}
+		same(t, fmt.Sprintf("row all_reduce on device %d", d), got, want)
+	}
+	gathered := runGroup(t, rows*cols, func(c *Comm) (*Tensor[float64], error) {
+		d := c.Rank()
+		rank := 1 - d/cols
+		a := ir.Attrs{Axis: 0, Sizes: []int{2, 2}, Rank: rank, Group: col(d)}
+		return exec1(c, ir.OpAllGather, a, x[d], ir.Shape{4, 3})
+	})
+	for d, got := range gathered {
+		k := d % cols
+		same(t, fmt.Sprintf("column all_gather on device %d", d), got, Concat(0, []*Tensor[float64]{x[cols+k], x[k]}))
+	}
+}
+
+// A sub-group must include the caller, name devices of the group once, and
+// agree with the op's rank; aborting the whole group wakes ranks waiting in
+// a sub-group.
+func TestSubGroupErrorsAndAbort(t *testing.T) {
+	g := NewGroup(4)
+	c := g.Comm(1)
+	for _, bad := range [][]int{{0, 2}, {1, 1}, {1, 4}} {
+		if _, err := c.Sub(bad); err == nil {
+			t.Errorf("Sub(%v) accepted", bad)
+		}
+	}
+	x := NewTensor[float64](ir.Shape{2}, ir.Float64)
+	if _, err := exec1(c, ir.OpAllGather, ir.Attrs{Sizes: []int{2, 2}, Rank: 0, Group: []int{0, 1}}, x, ir.Shape{4}); err == nil {
+		t.Error("an all_gather for rank 0 ran on the group's rank 1")
+	}
+	sub, err := g.Comm(2).Sub([]int{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := sub.Exchange(1)
+		done <- err
+	}()
+	g.Abort(fmt.Errorf("device 0 failed"))
+	if err := <-done; err == nil {
+		t.Error("a rank waiting in a sub-group did not see the abort")
+	}
+	late, err := g.Comm(3).Sub([]int{0, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Exchange(1); err == nil {
+		t.Error("a sub-group made after the abort works")
+	}
+}

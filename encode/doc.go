@@ -19,6 +19,12 @@
 // dimension d holds Units(seg)·unit elements; device r holds Lengths[r]·unit
 // of them, at offset (Σ_{q<r} Lengths[q])·unit. Lengths may be zero.
 //
+// A program may also be 2-D (mesh.go): with a Mesh its devices form
+// replicas × ranks and every tensor has a Placement, a layout across
+// replicas and one among a replica's ranks, so that megatron — tensor
+// parallel inside a machine, data parallel across machines — is a program
+// like any other. Compose builds one from two 1-D programs.
+//
 // Backward needs no rules of its own: lowering builds each device's forward
 // program, in which collectives are ops whose gradients are their adjoint
 // collectives (all-gather ↔ reduce-scatter, all-reduce ↔ all-reduce,

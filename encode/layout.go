@@ -52,6 +52,12 @@ type Segment struct {
 	Name    string `json:"name"`
 	Units   int    `json:"units"`
 	Lengths []int  `json:"lengths"` // per device, summing to Units
+	// Within, in a mesh program, nests this segment in mesh segment
+	// *Within (same units): it cuts each replica's share of that segment
+	// among the replica's ranks, so Lengths has one entry per (replica,
+	// rank), replica-major, and replica r's entries sum to its length
+	// there. nil for an ordinary segment.
+	Within *int `json:"within,omitempty"`
 }
 
 // Offset is the first unit device r holds.

@@ -596,8 +596,12 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 // ChoiceOf expresses a program (a hand-written strategy's, say) as a
 // choice of this encoding, matching segments by their units; ok is false
 // when some op runs a rule the encoding does not offer or tied ops run
-// different rules.
+// different rules, and for mesh programs, which the encoding's 1-D layouts
+// cannot express.
 func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
+	if p.Mesh != nil {
+		return nil, false
+	}
 	segMap := map[int]int{}
 	for ps, seg := range p.Segments {
 		for es, eseg := range e.Segs {

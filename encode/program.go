@@ -33,22 +33,76 @@ type Instr struct {
 	From, To   Layout
 	Collective ir.OpKind
 	Method     string
+
+	// Mesh programs only (zero otherwise). Compute: Outer is the rule
+	// across replicas (Rule is among a replica's ranks). Comm: Axis is the
+	// axis the instruction communicates along, From and To are layouts
+	// along it, and Other is the tensor's layout along the other axis,
+	// which the instruction keeps.
+	Outer Rule
+	Axis  Axis
+	Other Layout
 }
 
-// LeafLayout says how a fed tensor (input, label, parameter) is held.
+// LeafLayout says how a fed tensor (input, label, parameter) is held:
+// Layout among ranks and, in a mesh program, Outer across replicas.
 type LeafLayout struct {
 	Tensor ir.TensorID
 	Layout Layout
+	Outer  Layout
 }
+
+// Placement is the leaf's placement.
+func (lf LeafLayout) Placement() Placement { return Placement{Outer: lf.Outer, Inner: lf.Layout} }
 
 // Program is a distributed program for a forward graph: segments with
 // their integer lengths per device, the layouts of the fed tensors, and the
 // instruction sequence. Lowering derives backward and update from it.
+//
+// With a Mesh the program is 2-D (see mesh.go): Devices is then the ranks
+// of one replica, Segments cut among them, and the mesh says which devices
+// form the replicas and how its own segments cut across them.
 type Program struct {
 	Devices  int
 	Segments []Segment
 	Leaves   []LeafLayout
 	Instrs   []Instr
+	Mesh     *Mesh
+}
+
+// InPlacement is the placement instruction i (a compute) reads its j-th
+// input in; OutPlacement the one its j-th output gets.
+func (p *Program) InPlacement(i, j int) Placement {
+	in := &p.Instrs[i]
+	pl := Placement{Outer: I, Inner: in.Rule.In[j]}
+	if p.Mesh != nil {
+		pl.Outer = in.Outer.In[j]
+	}
+	return pl
+}
+
+// OutPlacement is the placement compute instruction i gives its j-th output.
+func (p *Program) OutPlacement(i, j int) Placement {
+	in := &p.Instrs[i]
+	pl := Placement{Outer: I, Inner: in.Rule.Out[j]}
+	if p.Mesh != nil {
+		pl.Outer = in.Outer.Out[j]
+	}
+	return pl
+}
+
+// FromTo is the placements communication instruction i reads and writes.
+func (p *Program) FromTo(i int) (from, to Placement) {
+	in := &p.Instrs[i]
+	return along(in.Axis, in.From, in.Other), along(in.Axis, in.To, in.Other)
+}
+
+// LossPlacement is where the loss must end: Reduce on every axis.
+func (p *Program) LossPlacement() Placement {
+	if p.Mesh == nil {
+		return Placement{Outer: I, Inner: R}
+	}
+	return Placement{Outer: R, Inner: R}
 }
 
 // Methods for uneven collectives.
@@ -104,13 +158,24 @@ func (p *Program) Describe(g *ir.Graph, i int) string {
 			return fmt.Sprintf("compute op %d", in.Op)
 		}
 		op := &g.Ops[in.Op]
+		if p.Mesh != nil {
+			return fmt.Sprintf("compute %q (%s) %s across replicas × %s among ranks", op.Name, op.Kind, in.Outer.Name, in.Rule.Name)
+		}
 		return fmt.Sprintf("compute %q (%s) %s", op.Name, op.Kind, in.Rule.Name)
 	}
 	name := fmt.Sprint(in.Tensor)
 	if in.Tensor >= 0 && int(in.Tensor) >= 0 && int(in.Tensor) < len(g.Tensors) {
 		name = fmt.Sprintf("%q", g.Tensors[in.Tensor].Name)
 	}
+	if p.Mesh != nil {
+		return fmt.Sprintf("%s across %s of %s %s→%s (%s along the other axis)", in.Collective, in.Axis, name, in.From, in.To, in.Other)
+	}
 	return fmt.Sprintf("%s of %s %s→%s", in.Collective, name, in.From, in.To)
+}
+
+func sortedStrings(s []string) []string {
+	sort.Strings(s)
+	return s
 }
 
 func layoutSet(ls []Layout) string {
@@ -118,8 +183,7 @@ func layoutSet(ls []Layout) string {
 	for _, l := range ls {
 		s = append(s, l.String())
 	}
-	sort.Strings(s)
-	return "{" + strings.Join(s, ", ") + "}"
+	return "{" + strings.Join(sortedStrings(s), ", ") + "}"
 }
 
 func hasLayout(ls []Layout, l Layout) bool {
@@ -138,6 +202,13 @@ func hasLayout(ls []Layout, l Layout) bool {
 // the layout it reads, the rule is one of the op's rules, the collective is
 // the one that performs the conversion); every op runs exactly once; and
 // the loss ends as Reduce. The error names the first instruction at fault.
+//
+// A mesh program is checked the same way with placements for layouts: the
+// mesh names every device once, nested segments cut each replica's share
+// exactly, every placement is one the two axes can hold together (see
+// checkPlacement), each compute instruction's rules are the op's rules
+// across replicas and among ranks, and each communication converts the
+// layout along its axis. The loss ends as Reduce on both axes.
 func Check(g *ir.Graph, p *Program) error {
 	prog := func(format string, args ...any) error {
 		return &InstrError{Index: -1, What: "program", Err: fmt.Errorf(format, args...)}
@@ -145,7 +216,13 @@ func Check(g *ir.Graph, p *Program) error {
 	if p.Devices < 1 {
 		return prog("%d devices", p.Devices)
 	}
+	if err := p.checkMesh(); err != nil {
+		return prog("%v", err)
+	}
 	for i, s := range p.Segments {
+		if s.Within != nil {
+			continue // checkMesh did
+		}
 		if len(s.Lengths) != p.Devices {
 			return prog("segment %q has %d lengths for %d devices", s.Name, len(s.Lengths), p.Devices)
 		}
@@ -160,7 +237,7 @@ func Check(g *ir.Graph, p *Program) error {
 			return prog("segment %d %q lengths %v sum to %d, want %d units", i, s.Name, s.Lengths, sum, s.Units)
 		}
 	}
-	avail := make([][]Layout, len(g.Tensors))
+	avail := make([][]Placement, len(g.Tensors))
 	for _, lf := range p.Leaves {
 		if lf.Tensor < 0 || int(lf.Tensor) >= len(g.Tensors) {
 			return prog("leaf layout for tensor %d, which does not exist", lf.Tensor)
@@ -172,13 +249,17 @@ func Check(g *ir.Graph, p *Program) error {
 		if avail[lf.Tensor] != nil {
 			return prog("%q has two leaf layouts", t.Name)
 		}
-		if !Fits(lf.Layout, t.Shape, p.Segments) {
-			return prog("%q %v cannot be laid out as %s", t.Name, t.Shape, lf.Layout)
+		pl := lf.Placement()
+		if err := p.checkPlacement(pl, t.Shape); err != nil {
+			if p.Mesh == nil && pl.Outer == I {
+				return prog("%q %v cannot be laid out as %s", t.Name, t.Shape, lf.Layout)
+			}
+			return prog("%s %q: %v", t.Kind, t.Name, err)
 		}
-		if lf.Layout.Kind == Reduce {
+		if pl.Inner.Kind == Reduce || pl.Outer.Kind == Reduce {
 			return prog("%s %q cannot start as Reduce", t.Kind, t.Name)
 		}
-		avail[lf.Tensor] = []Layout{lf.Layout}
+		avail[lf.Tensor] = []Placement{pl}
 	}
 	for i := range g.Tensors {
 		if g.Tensors[i].Kind.IsLeaf() && avail[i] == nil {
@@ -194,23 +275,33 @@ func Check(g *ir.Graph, p *Program) error {
 			if in.Tensor < 0 || int(in.Tensor) >= len(g.Tensors) {
 				return fail(fmt.Errorf("tensor %d does not exist", in.Tensor))
 			}
+			if p.Mesh == nil && (in.Axis != AxisRanks || in.Other != I) {
+				return fail(fmt.Errorf("communication across %s with %s along the other axis needs a mesh program", in.Axis, in.Other))
+			}
+			if in.Axis > AxisReplicas {
+				return fail(fmt.Errorf("unknown axis %d", in.Axis))
+			}
 			t := &g.Tensors[in.Tensor]
-			if !hasLayout(avail[in.Tensor], in.From) {
-				return fail(fmt.Errorf("%w: %q is needed as %s but is available as %s", ErrPrecondition, t.Name, in.From, layoutSet(avail[in.Tensor])))
+			from, to := p.FromTo(i)
+			if !hasPlacement(avail[in.Tensor], from) {
+				return fail(fmt.Errorf("%w: %q is needed as %s but is available as %s", ErrPrecondition, t.Name, p.describePlacement(from), p.placementSet(avail[in.Tensor])))
 			}
 			if want := Conversion(in.From, in.To); want == "" || want != in.Collective {
 				return fail(fmt.Errorf("%s does not turn %s into %s (that takes %q)", in.Collective, in.From, in.To, want))
 			}
-			if !Fits(in.To, t.Shape, p.Segments) {
-				return fail(fmt.Errorf("%q %v cannot be laid out as %s", t.Name, t.Shape, in.To))
+			if err := p.checkPlacement(to, t.Shape); err != nil {
+				if p.Mesh == nil {
+					return fail(fmt.Errorf("%q %v cannot be laid out as %s", t.Name, t.Shape, in.To))
+				}
+				return fail(fmt.Errorf("%q: %v", t.Name, err))
 			}
 			switch in.Method {
 			case "", MethodPadded, MethodGrouped:
 			default:
 				return fail(fmt.Errorf("unknown method %q", in.Method))
 			}
-			if !hasLayout(avail[in.Tensor], in.To) {
-				avail[in.Tensor] = append(avail[in.Tensor], in.To)
+			if !hasPlacement(avail[in.Tensor], to) {
+				avail[in.Tensor] = append(avail[in.Tensor], to)
 			}
 		case Compute:
 			if in.Op < 0 || int(in.Op) >= len(g.Ops) {
@@ -220,20 +311,26 @@ func Check(g *ir.Graph, p *Program) error {
 			if done[in.Op] {
 				return fail(fmt.Errorf("op %q runs twice", op.Name))
 			}
-			valid := false
-			for _, r := range Rules(g, op, p.Segments) {
-				valid = valid || r.equal(in.Rule)
-			}
-			if !valid {
+			if !isRule(g, op, p.Segments, in.Rule) {
 				return fail(fmt.Errorf("%s → %s is not a sharding rule of %s", layoutSet(in.Rule.In), layoutSet(in.Rule.Out), op.Kind))
 			}
+			if p.Mesh == nil && (in.Outer.Name != "" || in.Outer.In != nil || in.Outer.Out != nil) {
+				return fail(fmt.Errorf("a rule across replicas (%s) needs a mesh program", in.Outer.Name))
+			}
+			if p.Mesh != nil && !isRule(g, op, p.Mesh.Segments, in.Outer) {
+				return fail(fmt.Errorf("%s → %s is not a sharding rule of %s across replicas", layoutSet(in.Outer.In), layoutSet(in.Outer.Out), op.Kind))
+			}
 			for j, t := range op.Inputs {
-				if !hasLayout(avail[t], in.Rule.In[j]) {
-					return fail(fmt.Errorf("%w: input %q is needed as %s but is available as %s", ErrPrecondition, g.Tensors[t].Name, in.Rule.In[j], layoutSet(avail[t])))
+				if pl := p.InPlacement(i, j); !hasPlacement(avail[t], pl) {
+					return fail(fmt.Errorf("%w: input %q is needed as %s but is available as %s", ErrPrecondition, g.Tensors[t].Name, p.describePlacement(pl), p.placementSet(avail[t])))
 				}
 			}
 			for j, t := range op.Outputs {
-				avail[t] = []Layout{in.Rule.Out[j]}
+				pl := p.OutPlacement(i, j)
+				if err := p.checkPlacement(pl, g.Tensors[t].Shape); err != nil {
+					return fail(fmt.Errorf("output %q: %v", g.Tensors[t].Name, err))
+				}
+				avail[t] = []Placement{pl}
 			}
 			done[in.Op] = true
 		default:
@@ -245,8 +342,21 @@ func Check(g *ir.Graph, p *Program) error {
 			return prog("op %q never runs", g.Ops[i].Name)
 		}
 	}
-	if g.Loss != ir.NoTensor && !hasLayout(avail[g.Loss], R) {
-		return prog("%w: the loss %q must end as Reduce but is available as %s", ErrPrecondition, g.Tensors[g.Loss].Name, layoutSet(avail[g.Loss]))
+	if want := p.LossPlacement(); g.Loss != ir.NoTensor && !hasPlacement(avail[g.Loss], want) {
+		return prog("%w: the loss %q must end as %s but is available as %s", ErrPrecondition, g.Tensors[g.Loss].Name, p.describePlacement(want), p.placementSet(avail[g.Loss]))
 	}
 	return nil
+}
+
+// isRule reports whether r is one of op's rules under segs.
+func isRule(g *ir.Graph, op *ir.Op, segs []Segment, r Rule) bool {
+	if len(r.In) != len(op.Inputs) || len(r.Out) != len(op.Outputs) {
+		return false
+	}
+	for _, x := range Rules(g, op, segs) {
+		if x.equal(r) {
+			return true
+		}
+	}
+	return false
 }

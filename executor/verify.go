@@ -111,18 +111,24 @@ type device[F cpu.Float] struct {
 	param map[ir.TensorID]ir.ParamSlot
 }
 
-// shard cuts an original tensor's value down to device r's piece.
-func shard[F cpu.Float](v *cpu.Tensor[F], l encode.Layout, shape ir.Shape, segs []encode.Segment, r int) *cpu.Tensor[F] {
-	if l.Kind != encode.Gather {
+// shard cuts an original tensor's value down to device d's piece.
+func shard[F cpu.Float](v *cpu.Tensor[F], p *encode.Program, pl encode.Placement, shape ir.Shape, d int) *cpu.Tensor[F] {
+	off, local := p.Piece(pl, shape, d)
+	out := v
+	for dim := range shape {
+		if local[dim] != shape[dim] {
+			out = cpu.Slice(out, dim, off[dim], local[dim])
+		}
+	}
+	if out == v {
 		return v.Clone()
 	}
-	off := encode.LocalOffset(l, shape, segs, r)[l.Dim]
-	return cpu.Slice(v, l.Dim, off, encode.LocalShape(l, shape, segs, r)[l.Dim])
+	return out
 }
 
 // Devices lowers p for every device and derives each training step.
 func devices[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func(ir.TensorID) *cpu.Tensor[F]) ([]*device[F], error) {
-	devs := make([]*device[F], p.Devices)
+	devs := make([]*device[F], p.NumDevices())
 	for r := range devs {
 		loc, err := lower.BuildLocal(fwd, p, r)
 		if err != nil {
@@ -147,7 +153,7 @@ func devices[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init fu
 			}
 			ps := byLocal[lt]
 			d.param[ir.TensorID(t)] = ps
-			tr.SetValue(ps.Param, shard(init(ir.TensorID(t)), loc.Layout[t], fwd.Tensors[t].Shape, p.Segments, r))
+			tr.SetValue(ps.Param, shard(init(ir.TensorID(t)), p, loc.Placement[t], fwd.Tensors[t].Shape, r))
 		}
 		devs[r] = d
 	}
@@ -171,7 +177,7 @@ func stepAllTimed[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[
 	for r, d := range devs {
 		local := map[ir.TensorID]*cpu.Tensor[F]{}
 		for t, v := range batch {
-			local[d.local.Leaf[t]] = shard(v, d.local.Layout[t], fwd.Tensors[t].Shape, p.Segments, r)
+			local[d.local.Leaf[t]] = shard(v, p, d.local.Placement[t], fwd.Tensors[t].Shape, r)
 		}
 		wg.Add(1)
 		go func(r int, d *device[F]) {
@@ -194,20 +200,48 @@ func stepAllTimed[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[
 }
 
 // assemble rebuilds an original parameter-shaped value from every device's
-// piece: concatenated for Gather, and for Identity device 0's copy after
-// checking every device holds the same.
-func assemble[F cpu.Float](name string, pieces []*cpu.Tensor[F], l encode.Layout) (*cpu.Tensor[F], error) {
-	if l.Kind == encode.Gather {
-		return cpu.Concat(l.Dim, pieces), nil
+// piece, each written where p places it; where pieces overlap (a
+// replicated parameter, or a shard every replica holds) they must agree
+// exactly, and together they must cover the whole.
+func assemble[F cpu.Float](name string, p *encode.Program, pl encode.Placement, shape ir.Shape, pieces []*cpu.Tensor[F]) (*cpu.Tensor[F], error) {
+	whole := cpu.NewTensor[F](shape, ir.Float32)
+	owner := make([]int, shape.Numel())
+	for i := range owner {
+		owner[i] = -1
 	}
-	for r, v := range pieces[1:] {
-		for i := range v.Data {
-			if v.Data[i] != pieces[0].Data[i] {
-				return nil, fmt.Errorf("replicated %q differs between device 0 and device %d at element %d: %v vs %v", name, r+1, i, pieces[0].Data[i], v.Data[i])
+	strides := make([]int, len(shape))
+	for d, st := len(shape)-1, 1; d >= 0; d-- {
+		strides[d], st = st, st*shape[d]
+	}
+	idx := make([]int, len(shape))
+	for d, piece := range pieces {
+		off, local := p.Piece(pl, shape, d)
+		if !piece.Shape.Equal(local) {
+			return nil, fmt.Errorf("%q on device %d is %v, its piece is %v", name, d, piece.Shape, local)
+		}
+		for i, v := range piece.Data {
+			// i's index in the piece, then in the whole.
+			flat, rest := 0, i
+			for dim := len(local) - 1; dim >= 0; dim-- {
+				idx[dim] = rest % local[dim]
+				rest /= local[dim]
+				flat += (idx[dim] + off[dim]) * strides[dim]
 			}
+			if o := owner[flat]; o >= 0 {
+				if whole.Data[flat] != v {
+					return nil, fmt.Errorf("replicated %q differs between device %d and device %d at element %d: %v vs %v", name, o, d, flat, whole.Data[flat], v)
+				}
+				continue
+			}
+			owner[flat], whole.Data[flat] = d, v
 		}
 	}
-	return pieces[0], nil
+	for i, o := range owner {
+		if o < 0 {
+			return nil, fmt.Errorf("no device holds element %d of %q", i, name)
+		}
+	}
+	return whole, nil
 }
 
 func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report, error) {
@@ -226,7 +260,7 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Devices: p.Devices, Steps: opt.Steps, DType: opt.DType.String()}
+	rep := &Report{Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
 		want, err := ref.Step(nil, batch)
@@ -253,12 +287,12 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 				grads[r] = got[r].Grads[slot.Param]
 				vals[r] = d.tr.Value(slot.Param)
 			}
-			l := devs[0].local.Layout[t]
-			g, err := assemble(name+" gradient", grads, l)
+			pl, shape := devs[0].local.Placement[t], fwd.Tensors[t].Shape
+			g, err := assemble(name+" gradient", p, pl, shape, grads)
 			if err != nil {
 				return nil, err
 			}
-			v, err := assemble(name, vals, l)
+			v, err := assemble(name, p, pl, shape, vals)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"testing"
 
 	"hap/cluster"
@@ -18,11 +19,17 @@ const (
 
 func verifyCase(t *testing.T, model, strat, clusterName string, dt ir.DType, opt ir.Optimizer) *Report {
 	t.Helper()
+	return verifyBatch(t, model, 0, strat, clusterName, dt, opt)
+}
+
+// verifyBatch is verifyCase with the model's batch (0: its default).
+func verifyBatch(t *testing.T, model string, batch int, strat, clusterName string, dt ir.DType, opt ir.Optimizer) *Report {
+	t.Helper()
 	c, err := cluster.Load(clusterName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := models.Load(model, models.Options{DType: dt})
+	g, err := models.Load(model, models.Options{DType: dt, Batch: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +65,45 @@ func TestVerifyZooTinyUnderStrategies(t *testing.T) {
 					t.Errorf("max relative error %.3g > %.0g: loss %+v grads %+v params %+v", rep.Max(), tol, rep.Loss, rep.Grads, rep.Params)
 				}
 			})
+		}
+	}
+}
+
+func checkTolerance(t *testing.T, rep *Report, dt ir.DType) {
+	t.Helper()
+	tol := float32Tolerance
+	if dt == ir.Float64 {
+		tol = float64Tolerance
+	}
+	if rep.Max() > tol {
+		t.Errorf("max relative error %.3g > %.0g: loss %+v grads %+v params %+v", rep.Max(), tol, rep.Loss, rep.Grads, rep.Params)
+	}
+}
+
+// Megatron on the paper's multi-GPU machines is a 2-D mesh (tensor
+// parallel inside each machine, data parallel across the 8): its
+// sub-group collectives on the CPU backend train exactly like one device.
+// The models' default batches leave some replicas without samples; batch
+// 12 gives every replica some, unevenly (2 or 1, or under megatron-cp in
+// proportion to throughput), cut again among ranks.
+func TestVerifyMegatronMesh(t *testing.T) {
+	for _, model := range []string{"mlp-tiny", "bert-base-tiny", "vit-tiny", "vgg19-tiny", "bert-moe-tiny"} {
+		for _, cl := range []string{"paper-16", "paper-32"} {
+			for _, run := range []struct {
+				strategy string
+				batch    int
+			}{{"megatron", 0}, {"megatron", 12}, {"megatron-cp", 12}} {
+				strat, batch := run.strategy, run.batch
+				for _, dt := range []ir.DType{ir.Float64, ir.Float32} {
+					t.Run(fmt.Sprintf("%s/%s/%s/batch%d/%s", model, cl, strat, batch, dt), func(t *testing.T) {
+						rep := verifyBatch(t, model, batch, strat, cl, dt, ir.SGD(1e-2))
+						if rep.Devices != map[string]int{"paper-16": 16, "paper-32": 32}[cl] {
+							t.Errorf("%d devices", rep.Devices)
+						}
+						checkTolerance(t, rep, dt)
+					})
+				}
+			}
 		}
 	}
 }

@@ -65,9 +65,9 @@ const (
 
 // Collective operators. They appear only in the per-device programs that
 // lowering emits: each device's program holds its local shard, and the op
-// exchanges data with the other members of its group (every device, in
-// order). Sizes gives every rank's length along Axis, Rank this device's
-// index. Their gradients are their adjoint collectives, so autodiff of a
+// exchanges data with the other members of its group (Attrs.Group, or
+// every device in order when it is empty). Sizes gives every rank's length
+// along Axis, Rank this device's index in the group. Their gradients are their adjoint collectives, so autodiff of a
 // device's local program yields the distributed backward pass.
 const (
 	OpAllGather     OpKind = "all_gather"     // Gather(Axis) → Identity: pieces of Sizes concatenated; grad reduce_scatter
@@ -75,7 +75,7 @@ const (
 	OpAllReduce     OpKind = "all_reduce"     // Reduce → Identity: the sum; grad all_reduce
 	OpAllToAll      OpKind = "all_to_all"     // Gather(Axes[0]) → Gather(Axes[1]); Sizes along Axes[0], Split along Axes[1]
 	OpDynamicSlice  OpKind = "dynamic_slice"  // Identity → Gather(Axis): the local piece, no communication; grad pad
-	OpReplicate     OpKind = "replicate"      // a value every device holds whole; identity forward, all_reduce backward
+	OpReplicate     OpKind = "replicate"      // a value every device of its group holds whole; identity forward, all_reduce (same group) backward
 )
 
 // IsCollective reports whether kind exchanges data between devices.
@@ -555,6 +555,9 @@ func checkPieces(a *Attrs, rank int) error {
 	}
 	if len(a.Sizes) == 0 || a.Rank < 0 || a.Rank >= len(a.Sizes) {
 		return fmt.Errorf("rank %d outside the group of %d", a.Rank, len(a.Sizes))
+	}
+	if len(a.Group) > 0 && len(a.Group) != len(a.Sizes) {
+		return fmt.Errorf("%d pieces %v for a group of %d devices %v", len(a.Sizes), a.Sizes, len(a.Group), a.Group)
 	}
 	for _, s := range a.Sizes {
 		if s < 0 {

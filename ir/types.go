@@ -235,11 +235,16 @@ type Attrs struct {
 	Betas    []float64 `json:"betas,omitempty"`    // Adam β1, β2
 
 	// Per-device attributes, set only in the local programs lowering emits.
-	Offset  []int  `json:"offset,omitempty"`  // dropout: this shard's position in Shape (the global shape); embedding: [first local vocabulary row]
-	Partial bool   `json:"partial,omitempty"` // embedding: the table is a vocabulary shard; ids outside it give zeros
-	Rank    int    `json:"rank,omitempty"`    // collectives: this device's index in the group
-	Split   []int  `json:"split,omitempty"`   // all_to_all: per-rank lengths of the dim that becomes sharded
-	Method  string `json:"method,omitempty"`  // collectives on uneven pieces: "padded" or "grouped"
+	Offset  []int `json:"offset,omitempty"`  // dropout: this shard's position in Shape (the global shape); embedding: [first local vocabulary row]
+	Partial bool  `json:"partial,omitempty"` // embedding: the table is a vocabulary shard; ids outside it give zeros
+	Rank    int   `json:"rank,omitempty"`    // collectives: this device's index in the group
+	// Group lists a collective's (or replicate's) member devices in rank
+	// order, as the program's global device indices; empty means every
+	// device of the program, in device order. 2-D mesh programs use it for
+	// sub-group collectives (among a machine's devices, or across replicas).
+	Group  []int  `json:"group,omitempty"`
+	Split  []int  `json:"split,omitempty"`  // all_to_all: per-rank lengths of the dim that becomes sharded
+	Method string `json:"method,omitempty"` // collectives on uneven pieces: "padded" or "grouped"
 }
 
 func cloneAttrs(a Attrs) Attrs {
@@ -250,6 +255,7 @@ func cloneAttrs(a Attrs) Attrs {
 	c.Sizes = cloneInts(a.Sizes)
 	c.Split = cloneInts(a.Split)
 	c.Offset = cloneInts(a.Offset)
+	c.Group = cloneInts(a.Group)
 	if a.Betas != nil {
 		c.Betas = append([]float64{}, a.Betas...)
 	}

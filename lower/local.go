@@ -17,72 +17,106 @@ type Local struct {
 	// Leaf maps each original tensor to the local tensor fed for it
 	// (ir.NoTensor for computed tensors).
 	Leaf []ir.TensorID
-	// Layout is each original leaf's layout.
-	Layout []encode.Layout
+	// Layout is each original leaf's layout (among ranks, for a mesh
+	// program) and Placement its placement on both axes.
+	Layout    []encode.Layout
+	Placement []encode.Placement
 }
 
-// BuildLocal lowers program p of forward graph g for device rank.
+// BuildLocal lowers program p of forward graph g for device rank (the
+// global device index; for a mesh program, a device of p.Mesh).
+//
+// In a mesh program every collective names its group: the device's
+// replica for communication among ranks, the devices of its rank in every
+// replica for communication across replicas. A parameter that is Identity
+// along an axis passes through a replicate op over that axis's group, so
+// its gradient is summed there: across replicas first (nearest the leaf),
+// then among ranks; backward runs them in the other order.
 func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 	if err := encode.Check(g, p); err != nil {
 		return nil, err
 	}
-	segs := p.Segments
+	if rank < 0 || rank >= p.NumDevices() {
+		return nil, fmt.Errorf("lowering %s: device %d is not one of the program's %d", g.Name, rank, p.NumDevices())
+	}
+	mesh := p.Mesh != nil
 	b := ir.NewBuilder(fmt.Sprintf("%s@%d", g.Name, rank), ir.Float32)
-	loc := &Local{Rank: rank, Leaf: make([]ir.TensorID, len(g.Tensors)), Layout: make([]encode.Layout, len(g.Tensors))}
+	loc := &Local{Rank: rank, Leaf: make([]ir.TensorID, len(g.Tensors)), Layout: make([]encode.Layout, len(g.Tensors)),
+		Placement: make([]encode.Placement, len(g.Tensors))}
 	for i := range loc.Leaf {
 		loc.Leaf[i] = ir.NoTensor
 	}
-	// vals[t][layout] is the local tensor holding t in that layout.
-	vals := make([]map[encode.Layout]ir.TensorID, len(g.Tensors))
-	set := func(t ir.TensorID, l encode.Layout, v ir.TensorID) {
+	// vals[t][placement] is the local tensor holding t in that placement.
+	vals := make([]map[encode.Placement]ir.TensorID, len(g.Tensors))
+	set := func(t ir.TensorID, pl encode.Placement, v ir.TensorID) {
 		if vals[t] == nil {
-			vals[t] = map[encode.Layout]ir.TensorID{}
+			vals[t] = map[encode.Placement]ir.TensorID{}
 		}
-		vals[t][l] = v
+		vals[t][pl] = v
 	}
-	replicate := map[ir.TensorID]bool{}
+	local := func(pl encode.Placement, shape ir.Shape) ir.Shape {
+		_, s := p.Piece(pl, shape, rank)
+		return s
+	}
+	replicate := map[ir.TensorID][]ir.Attrs{}
 	for _, lf := range p.Leaves {
 		t := &g.Tensors[lf.Tensor]
-		v := b.Leaf(t.Kind, t.Name, t.DType, encode.LocalShape(lf.Layout, t.Shape, segs, rank), t.Init)
-		loc.Leaf[lf.Tensor], loc.Layout[lf.Tensor] = v, lf.Layout
-		if t.Kind == ir.Param && lf.Layout.Kind == encode.Identity {
-			// Every device holds the whole parameter; its gradient is the
-			// sum of every device's contribution: a replicate op whose
-			// adjoint is that all-reduce. It is emitted at the
-			// parameter's first use (see get), so that in the reversed
-			// backward the all-reduce comes right after the parameter's
-			// gradient is complete and overlaps the rest of backward, as
-			// data-parallel runtimes bucket it.
-			replicate[lf.Tensor] = true
+		pl := lf.Placement()
+		v := b.Leaf(t.Kind, t.Name, t.DType, local(pl, t.Shape), t.Init)
+		loc.Leaf[lf.Tensor], loc.Layout[lf.Tensor], loc.Placement[lf.Tensor] = v, lf.Layout, pl
+		if t.Kind == ir.Param {
+			// A device holding the whole parameter along an axis gets its
+			// gradient summed along it: a replicate op whose adjoint is
+			// that all-reduce. They are emitted at the parameter's first
+			// use (see get), so that in the reversed backward the
+			// all-reduce comes right after the parameter's gradient is
+			// complete and overlaps the rest of backward, as data-parallel
+			// runtimes bucket it.
+			if mesh && pl.Outer.Kind == encode.Identity {
+				replicate[lf.Tensor] = append(replicate[lf.Tensor], ir.Attrs{Group: p.Group(encode.AxisReplicas, rank)})
+			}
+			if pl.Inner.Kind == encode.Identity {
+				a := ir.Attrs{}
+				if mesh {
+					a.Group = p.Group(encode.AxisRanks, rank)
+				}
+				replicate[lf.Tensor] = append(replicate[lf.Tensor], a)
+			}
 		}
-		set(lf.Tensor, lf.Layout, v)
+		set(lf.Tensor, pl, v)
 	}
-	get := func(t ir.TensorID, l encode.Layout) ir.TensorID {
-		if replicate[t] {
-			replicate[t] = false
+	get := func(t ir.TensorID, pl encode.Placement) ir.TensorID {
+		if as := replicate[t]; len(as) > 0 {
+			delete(replicate, t)
 			restore := b.Scope(g.Tensors[t].Name)
-			vals[t][l] = b.Emit(ir.OpReplicate, ir.Attrs{}, vals[t][l])[0]
+			for _, a := range as {
+				vals[t][pl] = b.Emit(ir.OpReplicate, a, vals[t][pl])[0]
+			}
 			restore()
 		}
-		return vals[t][l]
+		return vals[t][pl]
 	}
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
 		if in.Kind == encode.Comm {
 			t := &g.Tensors[in.Tensor]
-			a := commAttrs(in, t.Shape, segs, rank)
+			from, to := p.FromTo(i)
+			a := commAttrs(p, in, t.Shape, local(to, t.Shape), rank)
 			restore := b.Scope(t.Name + ".comm")
-			v := b.Emit(in.Collective, a, get(in.Tensor, in.From))[0]
+			v := b.Emit(in.Collective, a, get(in.Tensor, from))[0]
 			restore()
-			set(in.Tensor, in.To, v)
+			if err := b.Err(); err != nil {
+				return nil, fmt.Errorf("lowering %s for device %d: %w", p.Describe(g, i), rank, err)
+			}
+			set(in.Tensor, to, v)
 			continue
 		}
 		op := &g.Ops[in.Op]
 		inputs := make([]ir.TensorID, len(op.Inputs))
 		for j, t := range op.Inputs {
-			inputs[j] = get(t, in.Rule.In[j])
+			inputs[j] = get(t, p.InPlacement(i, j))
 		}
-		a := localAttrs(g, op, in.Rule, segs, rank)
+		a := localAttrs(g, p, i, rank)
 		restore := b.Scope(op.Name)
 		outs := b.Emit(op.Kind, a, inputs...)
 		restore()
@@ -90,14 +124,19 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 			return nil, fmt.Errorf("lowering %s for device %d: %w", p.Describe(g, i), rank, err)
 		}
 		for j, t := range op.Outputs {
-			want := encode.LocalShape(in.Rule.Out[j], g.Tensors[t].Shape, segs, rank)
+			pl := p.OutPlacement(i, j)
+			want := local(pl, g.Tensors[t].Shape)
 			if got := b.Shape(outs[j]); !got.Equal(want) {
-				return nil, fmt.Errorf("lowering %s for device %d: local output %q is %v, layout %s wants %v", p.Describe(g, i), rank, g.Tensors[t].Name, got, in.Rule.Out[j], want)
+				what := pl.Inner.String()
+				if mesh {
+					what = pl.String()
+				}
+				return nil, fmt.Errorf("lowering %s for device %d: local output %q is %v, layout %s wants %v", p.Describe(g, i), rank, g.Tensors[t].Name, got, what, want)
 			}
-			set(t, in.Rule.Out[j], outs[j])
+			set(t, pl, outs[j])
 		}
 	}
-	lg, err := b.Finish(vals[g.Loss][encode.R])
+	lg, err := b.Finish(vals[g.Loss][p.LossPlacement()])
 	if err != nil {
 		return nil, fmt.Errorf("lowering %s for device %d: %w", g.Name, rank, err)
 	}
@@ -105,40 +144,61 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 	return loc, nil
 }
 
-// commAttrs sets a collective's group pieces and rank.
-func commAttrs(in *encode.Instr, shape ir.Shape, segs []encode.Segment, rank int) ir.Attrs {
+// commAttrs sets a collective's pieces along the axis it communicates on,
+// this device's rank there and, in a mesh program, its group. out is the
+// device's shape of the result (a pad's target).
+func commAttrs(p *encode.Program, in *encode.Instr, shape, out ir.Shape, rank int) ir.Attrs {
+	pieces := func(l encode.Layout) ([]int, int) { return p.AxisPieces(in.Axis, l, shape, rank) }
+	var a ir.Attrs
 	switch in.Collective {
 	case ir.OpAllGather:
-		return ir.Attrs{Axis: in.From.Dim, Sizes: encode.Pieces(in.From, shape, segs), Rank: rank, Method: in.Method}
+		sizes, r := pieces(in.From)
+		a = ir.Attrs{Axis: in.From.Dim, Sizes: sizes, Rank: r, Method: in.Method}
 	case ir.OpReduceScatter:
-		return ir.Attrs{Axis: in.To.Dim, Sizes: encode.Pieces(in.To, shape, segs), Rank: rank, Method: in.Method}
+		sizes, r := pieces(in.To)
+		a = ir.Attrs{Axis: in.To.Dim, Sizes: sizes, Rank: r, Method: in.Method}
 	case ir.OpAllToAll:
-		return ir.Attrs{Axes: []int{in.From.Dim, in.To.Dim}, Sizes: encode.Pieces(in.From, shape, segs), Split: encode.Pieces(in.To, shape, segs), Rank: rank}
+		sizes, r := pieces(in.From)
+		split, _ := pieces(in.To)
+		a = ir.Attrs{Axes: []int{in.From.Dim, in.To.Dim}, Sizes: sizes, Split: split, Rank: r}
 	case ir.OpDynamicSlice:
-		return ir.Attrs{Axis: in.To.Dim, Sizes: encode.Pieces(in.To, shape, segs), Rank: rank}
+		sizes, r := pieces(in.To)
+		return ir.Attrs{Axis: in.To.Dim, Sizes: sizes, Rank: r}
 	case ir.OpPad:
-		return ir.Attrs{Axis: in.From.Dim, Start: encode.LocalOffset(in.From, shape, segs, rank)[in.From.Dim], Shape: shape.Clone()}
+		sizes, r := pieces(in.From)
+		start := 0
+		for _, s := range sizes[:r] {
+			start += s
+		}
+		return ir.Attrs{Axis: in.From.Dim, Start: start, Shape: out.Clone()}
 	}
-	return ir.Attrs{}
+	if p.Mesh != nil && ir.IsCollective(in.Collective) {
+		a.Group = p.Group(in.Axis, rank)
+	}
+	return a
 }
 
-// localAttrs adapts an op's attributes to local shapes: reshape targets
-// shrink to the local piece, dropout learns where its piece sits (so its
-// mask matches the unsharded op's), and a vocabulary-sharded embedding
-// learns its first row.
-func localAttrs(g *ir.Graph, op *ir.Op, r encode.Rule, segs []encode.Segment, rank int) ir.Attrs {
+// localAttrs adapts compute instruction i's op attributes to device rank's
+// shapes: reshape targets shrink to the local piece, dropout learns where
+// its piece sits (so its mask matches the unsharded op's), and a
+// vocabulary-sharded embedding learns its first row.
+func localAttrs(g *ir.Graph, p *encode.Program, i, rank int) ir.Attrs {
+	in := &p.Instrs[i]
+	op := &g.Ops[in.Op]
 	a := op.Attrs
 	out := g.Tensors[op.Outputs[0]].Shape
 	switch op.Kind {
 	case ir.OpReshape:
-		a.Shape = encode.LocalShape(r.Out[0], out, segs, rank)
+		_, a.Shape = p.Piece(p.OutPlacement(i, 0), out, rank)
 	case ir.OpDropout:
 		a.Shape = out.Clone()
-		a.Offset = encode.LocalOffset(r.Out[0], out, segs, rank)
+		a.Offset, _ = p.Piece(p.OutPlacement(i, 0), out, rank)
 	case ir.OpEmbedding:
-		if r.In[1].Kind == encode.Gather && r.In[1].Dim == 0 {
+		pl := p.InPlacement(i, 1)
+		if (pl.Inner.Kind == encode.Gather && pl.Inner.Dim == 0) || (pl.Outer.Kind == encode.Gather && pl.Outer.Dim == 0) {
+			off, _ := p.Piece(pl, g.Tensors[op.Inputs[1]].Shape, rank)
 			a.Partial = true
-			a.Offset = []int{encode.LocalOffset(r.In[1], g.Tensors[op.Inputs[1]].Shape, segs, rank)[0]}
+			a.Offset = []int{off[0]}
 		}
 	}
 	return a

@@ -104,6 +104,9 @@ type Comm struct {
 	Root int `json:"root,omitempty"`
 	// Algorithm is ring, hierarchical, or "" for the cost model's choice.
 	Algorithm cost.Algorithm `json:"algorithm,omitempty"`
+	// Sharing is the number of sibling collectives running the same call on other groups at the same
+	// time (cost.Call.Sharing), this one included; 0 or 1 when it runs alone.
+	Sharing int `json:"sharing,omitempty"`
 }
 
 // Bytes is the per-rank byte counts (Counts × ElemBytes).
@@ -117,7 +120,7 @@ func (c *Comm) Bytes() []float64 {
 
 // Call is the collective as the cost model takes it.
 func (c *Comm) Call() cost.Call {
-	return cost.Call{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes(), Method: c.Method, Root: c.Root, Algorithm: c.Algorithm}
+	return cost.Call{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes(), Method: c.Method, Root: c.Root, Algorithm: c.Algorithm, Sharing: c.Sharing}
 }
 
 // InstrError names the first bad instruction found by Validate.
@@ -281,10 +284,13 @@ func checkComm(c *Comm, dev int, mark []int, stamp int) error {
 	if c.Root < 0 || c.Root >= len(c.Group) {
 		return fmt.Errorf("root rank %d out of range", c.Root)
 	}
+	if c.Sharing < 0 {
+		return fmt.Errorf("negative sharing %d", c.Sharing)
+	}
 	return nil
 }
 
 func sameCall(a, b *Comm) bool {
 	return a.ID == b.ID && a.Kind == b.Kind && slices.Equal(a.Group, b.Group) && slices.Equal(a.Counts, b.Counts) &&
-		a.ElemBytes == b.ElemBytes && a.Method == b.Method && a.Root == b.Root && a.Algorithm == b.Algorithm
+		a.ElemBytes == b.ElemBytes && a.Method == b.Method && a.Root == b.Root && a.Algorithm == b.Algorithm && a.Sharing == b.Sharing
 }

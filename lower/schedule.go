@@ -22,14 +22,26 @@ var collectiveKinds = map[ir.OpKind]cost.Collective{
 // count and its method, data dependencies, and memory: parameters, inputs
 // and optimizer state resident; activations and gradients allocated by
 // their producer and freed after their last use; updates in place.
+//
+// A collective runs over its op's group (ir.Attrs.Group; every device when
+// that is empty). Its ID is that of the group's n-th collective: the
+// members of a group reach its collectives in the same order, since every
+// device's step has the same structure. Collectives of the same op (by
+// name) on different groups — a mesh program's sibling groups along one
+// axis — run together; each records how many there are (Comm.Sharing), so
+// that the cost model splits the network among those that cross it. (This
+// takes every sibling to cross every node's links, as in megatron's mesh,
+// where each machine holds a member of every cross-replica group.)
 func Schedule(steps []*ir.Graph) (*Program, error) {
 	n := len(steps)
-	group := make([]int, n)
-	for i := range group {
-		group[i] = i
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
 	}
+	ids := map[string]int{} // "group#n" → collective ID
 	p := &Program{Devices: make([]DeviceProgram, n)}
 	for d, g := range steps {
+		seq := map[string]int{} // group → collectives of it so far on d
 		dp := &p.Devices[d]
 		last := make([]int, len(g.Tensors))
 		for i := range last {
@@ -46,7 +58,6 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 			}
 		}
 		instr := make([]int, len(g.Ops))
-		collectives := 0
 		for i := range g.Ops {
 			op := &g.Ops[i]
 			in := Instr{Name: op.Name}
@@ -56,12 +67,23 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 				}
 			}
 			if kind, ok := collectiveKinds[op.Kind]; ok {
-				c, err := commOf(g, op, kind, collectives, group)
+				group := all
+				if len(op.Attrs.Group) > 0 {
+					group = op.Attrs.Group
+				}
+				key := fmt.Sprint(group)
+				nth := fmt.Sprintf("%s#%d", key, seq[key])
+				seq[key]++
+				id, seen := ids[nth]
+				if !seen {
+					id = len(ids)
+					ids[nth] = id
+				}
+				c, err := commOf(g, op, kind, id, group)
 				if err != nil {
 					return nil, fmt.Errorf("device %d op %q: %w", d, op.Name, err)
 				}
 				in.Comm = c
-				collectives++
 			} else {
 				fwd, _ := g.Work(op.ID)
 				in.Kernel = &Kernel{Op: string(op.Kind), Work: &cost.Work{Class: fwd.Class, FLOPs: fwd.FLOPs, Bytes: fwd.Bytes}}
@@ -80,6 +102,24 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 			instr[i] = dp.Append(in)
 		}
 	}
+	siblings := map[string]map[string]bool{} // op name → groups running it
+	for d := range p.Devices {
+		for _, in := range p.Devices[d].Instrs {
+			if c := in.Comm; c != nil {
+				if siblings[in.Name] == nil {
+					siblings[in.Name] = map[string]bool{}
+				}
+				siblings[in.Name][fmt.Sprint(c.Group)] = true
+			}
+		}
+	}
+	for d := range p.Devices {
+		for _, in := range p.Devices[d].Instrs {
+			if n := len(siblings[in.Name]); in.Comm != nil && n > 1 {
+				in.Comm.Sharing = n
+			}
+		}
+	}
 	return p, p.Validate()
 }
 
@@ -91,6 +131,10 @@ func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (
 	x := &g.Tensors[op.Inputs[0]]
 	a := &op.Attrs
 	n := len(group)
+	if op.Kind != ir.OpAllReduce && len(a.Sizes) != n {
+		return nil, fmt.Errorf("%s has %d pieces for a group of %d devices %v", op.Kind, len(a.Sizes), n, group)
+	}
+	group = append([]int{}, group...)
 	counts := make([]int64, n)
 	even := true
 	// inner is the elements per unit length of the cut dimension.

@@ -435,7 +435,20 @@ func (c *Comm) Run(cx *cuda.Ctx, p *Plan, dt ir.DType, b Buffers, s cuda.Stream)
 // watchdog and frees the staging. in and out hold the op's input and
 // output. A convenience for simple executors and tests; a pipelined
 // executor calls PlanOp once and Run/Wait itself.
+//
+// The op must run over this communicator's whole group: a mesh program's
+// sub-group collective (op.Attrs.Group naming some of the devices) needs
+// a communicator of its own, which this one is not.
 func (c *Comm) Collective(cx *cuda.Ctx, op *ir.Op, x *ir.Tensor, in, out cuda.DevicePtr, s cuda.Stream) error {
+	if g := op.Attrs.Group; len(g) > 0 {
+		whole := len(g) == c.size
+		for r, d := range g {
+			whole = whole && d == r
+		}
+		if !whole {
+			return fmt.Errorf("%s %q runs over devices %v, a sub-group; this communicator spans all %d ranks (split one per group first)", op.Kind, op.Name, g, c.size)
+		}
+	}
 	p, err := PlanOp(op, x, c.size)
 	if err != nil {
 		return err

@@ -38,10 +38,14 @@ type Plan struct {
 	Cluster ClusterRef       `json:"cluster"`
 	Options Options          `json:"options"`
 	Ratios  []encode.Segment `json:"ratios"`
-	Leaves  []LeafDoc        `json:"leaves"`
-	Program []InstrDoc       `json:"program"`
-	Cost    Cost             `json:"cost"`
-	Solver  Solver           `json:"solver"`
+	// Mesh, for a 2-D program (megatron on multi-GPU machines), lists the
+	// replicas' devices and the ratios across replicas; Ratios then cut
+	// among the ranks of a replica.
+	Mesh    *encode.Mesh `json:"mesh,omitempty"`
+	Leaves  []LeafDoc    `json:"leaves"`
+	Program []InstrDoc   `json:"program"`
+	Cost    Cost         `json:"cost"`
+	Solver  Solver       `json:"solver"`
 }
 
 // ModelRef says which model the plan is for and how to rebuild it.
@@ -68,13 +72,18 @@ type Options struct {
 	Optimizer string `json:"optimizer"`
 }
 
-// LeafDoc is a fed tensor's layout.
+// LeafDoc is a fed tensor's layout (among ranks, in a mesh plan) and, in a
+// mesh plan, its layout across replicas.
 type LeafDoc struct {
-	Tensor string        `json:"tensor"`
-	Layout encode.Layout `json:"layout"`
+	Tensor string         `json:"tensor"`
+	Layout encode.Layout  `json:"layout"`
+	Outer  *encode.Layout `json:"outer,omitempty"`
 }
 
-// InstrDoc is one instruction, by name.
+// InstrDoc is one instruction, by name. In a mesh plan a compute also has
+// its rule across replicas (outer_rule, outer_in, outer_out), and a comm
+// the axis it runs along (ranks or replicas) and the tensor's layout along
+// the other one.
 type InstrDoc struct {
 	Kind       string          `json:"kind"` // compute or comm
 	Op         string          `json:"op,omitempty"`
@@ -87,6 +96,11 @@ type InstrDoc struct {
 	To         *encode.Layout  `json:"to,omitempty"`
 	Collective ir.OpKind       `json:"collective,omitempty"`
 	Method     string          `json:"method,omitempty"`
+	OuterRule  string          `json:"outer_rule,omitempty"`
+	OuterIn    []encode.Layout `json:"outer_in,omitempty"`
+	OuterOut   []encode.Layout `json:"outer_out,omitempty"`
+	Axis       string          `json:"axis,omitempty"`
+	Other      *encode.Layout  `json:"other,omitempty"`
 }
 
 // Cost is the simulated step.
@@ -179,20 +193,36 @@ func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan
 		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.Cluster.Name, Devices: in.Cluster.NumDevices(), Hash: clusterHash(in.Cluster)},
 		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
 		Ratios:  p.Segments,
+		Mesh:    p.Mesh,
 		Solver:  solver,
 	}
+	mesh := p.Mesh != nil
 	for _, lf := range p.Leaves {
-		pl.Leaves = append(pl.Leaves, LeafDoc{Tensor: g.Tensors[lf.Tensor].Name, Layout: lf.Layout})
+		d := LeafDoc{Tensor: g.Tensors[lf.Tensor].Name, Layout: lf.Layout}
+		if mesh {
+			o := lf.Outer
+			d.Outer = &o
+		}
+		pl.Leaves = append(pl.Leaves, d)
 	}
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
 		if in.Kind == encode.Compute {
 			op := &g.Ops[in.Op]
-			pl.Program = append(pl.Program, InstrDoc{Kind: "compute", Op: op.Name, OpKind: op.Kind, Rule: in.Rule.Name, In: in.Rule.In, Out: in.Rule.Out})
+			d := InstrDoc{Kind: "compute", Op: op.Name, OpKind: op.Kind, Rule: in.Rule.Name, In: in.Rule.In, Out: in.Rule.Out}
+			if mesh {
+				d.OuterRule, d.OuterIn, d.OuterOut = in.Outer.Name, in.Outer.In, in.Outer.Out
+			}
+			pl.Program = append(pl.Program, d)
 			continue
 		}
 		from, to := in.From, in.To
-		pl.Program = append(pl.Program, InstrDoc{Kind: "comm", Tensor: g.Tensors[in.Tensor].Name, From: &from, To: &to, Collective: in.Collective, Method: in.Method})
+		d := InstrDoc{Kind: "comm", Tensor: g.Tensors[in.Tensor].Name, From: &from, To: &to, Collective: in.Collective, Method: in.Method}
+		if mesh {
+			other := in.Other
+			d.Axis, d.Other = in.Axis.String(), &other
+		}
+		pl.Program = append(pl.Program, d)
 	}
 	res, err := Simulate(in, p)
 	if err != nil {
@@ -204,7 +234,7 @@ func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan
 
 // Lower builds every device's training step for p.
 func Lower(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
-	steps := make([]*ir.Graph, p.Devices)
+	steps := make([]*ir.Graph, p.NumDevices())
 	for r := range steps {
 		loc, err := lower.BuildLocal(g, p, r)
 		if err != nil {
@@ -289,13 +319,23 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 	for i := range g.Ops {
 		opByName[g.Ops[i].Name] = ir.OpID(i)
 	}
-	p := &encode.Program{Devices: pl.Cluster.Devices, Segments: pl.Ratios}
+	p := &encode.Program{Devices: pl.Cluster.Devices, Segments: pl.Ratios, Mesh: pl.Mesh}
+	if m := pl.Mesh; m != nil {
+		if len(m.Replicas) == 0 || pl.Cluster.Devices%len(m.Replicas) != 0 {
+			return nil, nil, fmt.Errorf("plan mesh has %d replicas, which do not divide the cluster's %d devices", len(m.Replicas), pl.Cluster.Devices)
+		}
+		p.Devices = pl.Cluster.Devices / len(m.Replicas)
+	}
 	for _, lf := range pl.Leaves {
 		id, err := tensor(lf.Tensor)
 		if err != nil {
 			return nil, nil, err
 		}
-		p.Leaves = append(p.Leaves, encode.LeafLayout{Tensor: id, Layout: lf.Layout})
+		ll := encode.LeafLayout{Tensor: id, Layout: lf.Layout}
+		if lf.Outer != nil {
+			ll.Outer = *lf.Outer
+		}
+		p.Leaves = append(p.Leaves, ll)
 	}
 	for i, d := range pl.Program {
 		switch d.Kind {
@@ -304,7 +344,8 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 			if !ok {
 				return nil, nil, fmt.Errorf("program[%d]: no op named %q in %s", i, d.Op, g.Name)
 			}
-			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Compute, Op: id, Rule: encode.Rule{Name: d.Rule, In: d.In, Out: d.Out}})
+			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Compute, Op: id, Rule: encode.Rule{Name: d.Rule, In: d.In, Out: d.Out},
+				Outer: encode.Rule{Name: d.OuterRule, In: d.OuterIn, Out: d.OuterOut}})
 		case "comm":
 			id, err := tensor(d.Tensor)
 			if err != nil {
@@ -313,7 +354,14 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 			if d.From == nil || d.To == nil {
 				return nil, nil, fmt.Errorf("program[%d]: comm needs from and to", i)
 			}
-			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Comm, Tensor: id, From: *d.From, To: *d.To, Collective: d.Collective, Method: d.Method})
+			in := encode.Instr{Kind: encode.Comm, Tensor: id, From: *d.From, To: *d.To, Collective: d.Collective, Method: d.Method}
+			if err := in.Axis.UnmarshalText([]byte(d.Axis)); err != nil {
+				return nil, nil, fmt.Errorf("program[%d]: %w", i, err)
+			}
+			if d.Other != nil {
+				in.Other = *d.Other
+			}
+			p.Instrs = append(p.Instrs, in)
 		default:
 			return nil, nil, fmt.Errorf("program[%d]: kind %q, want compute or comm", i, d.Kind)
 		}

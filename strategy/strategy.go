@@ -8,6 +8,9 @@
 //	tp        tensor parallel over every device (Megatron's column/row split of
 //	          attention heads and FFN), activations replicated between blocks
 //	megatron  tensor parallel within a machine, data parallel across machines
+//	          (a 2-D mesh program; see megatron), batch split evenly
+//	megatron-cp  megatron with the batch split across replicas in proportion
+//	          to their FP32 throughput
 //	ep        expert parallel MoE layers (experts split evenly), data parallel
 //	          elsewhere
 //
@@ -30,7 +33,7 @@ import (
 )
 
 // Names lists the strategies.
-func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "tp"} }
+func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "megatron-cp", "tp"} }
 
 // Build makes the named strategy's program for forward graph g on c.
 func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
@@ -46,19 +49,9 @@ func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error
 	case "tp":
 		return tensorParallel(g, n)
 	case "megatron":
-		perNode := c.Nodes[0].Count
-		uniform := true
-		for _, nd := range c.Nodes {
-			uniform = uniform && nd.Count == perNode
-		}
-		switch {
-		case len(c.Nodes) == 1:
-			return tensorParallel(g, n)
-		case uniform && perNode == 1:
-			return dataParallel(g, n, evenShares(n), nil)
-		default:
-			return nil, fmt.Errorf("megatron on %s needs a 2-D device mesh (tensor parallel inside %d-GPU machines × data parallel across %d machines), which hap's 1-D layouts do not express yet; use tp or dp-ev", c.Name, perNode, len(c.Nodes))
-		}
+		return megatron(g, c, false)
+	case "megatron-cp":
+		return megatron(g, c, true)
 	case "ep":
 		return expertParallel(g, n)
 	}
@@ -266,4 +259,76 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 		params[t] = encode.G(0, 1)
 	}
 	return assemble(g, n, segs, params)
+}
+
+// megatron is Megatron-LM's layout: replicas of t GPUs inside one machine
+// run the tensor-parallel program (tp over t ranks), and the replicas run
+// data parallel, the batch split evenly among them (or, with proportional,
+// in proportion to each replica's FP32 throughput); each parameter shard's
+// gradient is all-reduced across the replicas among the devices holding
+// it. On one machine that is tp over all its GPUs, with one GPU per machine
+// it is dp-ev (dp-cp), and otherwise a mesh program (encode.Compose of a
+// data-parallel program over the replicas and tp over t ranks).
+//
+// t is the largest degree that divides every machine's GPU count (their
+// greatest common divisor), each machine holding count/t replicas. Every
+// replica must have the same ranks so that the devices of one rank hold
+// the same shard and can all-reduce its gradient, and Megatron never
+// stretches a tensor-parallel group across machines: its per-layer
+// all-reduces would cross the slow network. So machines of different sizes
+// (paper-29: 7, 1, 3, 8, 1, 6, 1, 2 GPUs) get the degree all of them allow,
+// which there is 1 — plain data parallelism — rather than an error.
+func megatron(g *ir.Graph, c *cluster.Cluster, proportional bool) (*encode.Program, error) {
+	n := c.NumDevices()
+	if len(c.Nodes) == 1 {
+		return tensorParallel(g, n)
+	}
+	t := 0
+	for _, nd := range c.Nodes {
+		if nd.Count > 0 {
+			t = gcd(t, nd.Count)
+		}
+	}
+	if t <= 1 {
+		if proportional {
+			return dataParallel(g, n, throughputShares(c), nil)
+		}
+		return dataParallel(g, n, evenShares(n), nil)
+	}
+	var replicas [][]int
+	var fp32 []float64
+	for _, d := range c.Devices() {
+		if d.Local%t == 0 {
+			replicas = append(replicas, nil)
+			fp32 = append(fp32, 0)
+		}
+		replicas[len(replicas)-1] = append(replicas[len(replicas)-1], d.Index)
+		fp32[len(fp32)-1] += d.Spec.FP32
+	}
+	shares := evenShares(len(replicas))
+	if proportional {
+		shares = fp32
+	}
+	outer, err := dataParallel(g, len(replicas), shares, nil)
+	if err != nil {
+		return nil, fmt.Errorf("megatron across %d replicas: %w", len(replicas), err)
+	}
+	inner, err := tensorParallel(g, t)
+	if err != nil {
+		return nil, fmt.Errorf("megatron inside %d-GPU replicas: %w", t, err)
+	}
+	// Both programs cut samples with their segment 0 ("batch"): tp's
+	// share of the samples (the loss's) nests inside each replica's.
+	p, err := encode.Compose(g, outer, inner, replicas, map[int]int{0: 0}, padded)
+	if err != nil {
+		return nil, fmt.Errorf("megatron on %s (%d replicas × %d ranks): %w", c.Name, len(replicas), t, err)
+	}
+	return p, nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

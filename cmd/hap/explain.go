@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"hap/cluster"
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
@@ -40,15 +41,23 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %.4g s\n", pl.Options.Strategy, pl.Solver.Status, pl.Cost.StepSeconds)
 
 	devs := in.Cluster.Devices()
-	fmt.Fprintf(w, "\nRatios (units per device):\n")
-	for _, s := range pl.Ratios {
-		fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, func(r int) string { return devs[r].Spec.Name }))
+	if m := p.Mesh; m != nil {
+		explainMesh(w, p, devs)
+	} else {
+		fmt.Fprintf(w, "\nRatios (units per device):\n")
+		for _, s := range pl.Ratios {
+			fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, func(r int) string { return devs[r].Spec.Name }))
+		}
 	}
 
 	// Rules used, by name.
 	byRule := map[string]int{}
 	for _, d := range pl.Program {
 		if d.Kind == "compute" {
+			if p.Mesh != nil {
+				byRule[string(d.OpKind)+" "+d.OuterRule+" × "+d.Rule]++
+				continue
+			}
 			byRule[string(d.OpKind)+" "+d.Rule]++
 		}
 	}
@@ -57,7 +66,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Fprintf(w, "\nSharding rules used (op kind, rule: count):\n")
+	if p.Mesh != nil {
+		fmt.Fprintf(w, "\nSharding rules used (op kind, rule across replicas × rule among ranks: count):\n")
+	} else {
+		fmt.Fprintf(w, "\nSharding rules used (op kind, rule: count):\n")
+	}
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %-40s %d\n", k, byRule[k])
 	}
@@ -78,10 +91,10 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	}
 	fmt.Fprintf(w, "\nCommunication in the forward program (backward adds each one's adjoint):\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
-	group := make([]int, p.Devices)
-	for i := range group {
-		group[i] = i
+	if p.Mesh != nil {
+		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
+	} else {
+		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
 	}
 	for i := range p.Instrs {
 		ins := &p.Instrs[i]
@@ -90,7 +103,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		}
 		t := &g.Tensors[ins.Tensor]
 		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
-		chosen, alt, altName := collectiveCosts(m, ins, t, p, group)
+		chosen, alt, altName := collectiveCosts(m, p, i, t)
+		if p.Mesh != nil {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s→%s\t%s\t%.3g\t%s\t%.3g ms\t%s\n", t.Name, ins.Collective, ins.Axis, ins.From, ins.To, ins.Other, mb, orDash(ins.Method), chosen*1e3, altText(altName, alt))
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%.3g\t%s\t%.3g ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, mb, orDash(ins.Method), chosen*1e3, altText(altName, alt))
 	}
 	tw.Flush()
@@ -131,51 +148,105 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	return nil
 }
 
-// collectiveCosts estimates the chosen method and the rejected one for an
-// uneven all-gather or reduce-scatter.
-func collectiveCosts(m *cost.Model, in *encode.Instr, t *ir.Tensor, p *encode.Program, group []int) (chosen, alt float64, altName string) {
+// collectiveCosts estimates communication instruction i of p and, for an
+// uneven all-gather or reduce-scatter, the rejected method. In a mesh
+// program the instruction runs on every group along its axis at once (as
+// siblings sharing the network); the estimate is the slowest group's.
+func collectiveCosts(m *cost.Model, p *encode.Program, i int, t *ir.Tensor) (chosen, alt float64, altName string) {
+	in := &p.Instrs[i]
+	from, _ := p.FromTo(i)
+	groups := p.Groups(in.Axis)
+	sharing := 0
+	if len(groups) > 1 {
+		sharing = len(groups)
+	}
+	for _, group := range groups {
+		c, a, name := groupCosts(m, p, in, from, t, group, sharing)
+		if c > chosen {
+			chosen, alt, altName = c, a, name
+		}
+	}
+	return chosen, alt, altName
+}
+
+// groupCosts estimates one group's call of a collective.
+func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.Placement, t *ir.Tensor, group []int, sharing int) (chosen, alt float64, altName string) {
+	_, local := p.Piece(from, t.Shape, group[0])
+	elem := float64(t.DType.Size())
+	// per is the bytes of one element of dim along the rest of the local piece.
+	per := func(dim int) float64 {
+		n := 1.0
+		for d, v := range local {
+			if d != dim {
+				n *= float64(v)
+			}
+		}
+		return n * elem
+	}
+	call := func(kind cost.Collective, bytes []float64, method cost.Method) float64 {
+		c, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: method, Sharing: sharing})
+		return c
+	}
 	bytes := make([]float64, len(group))
-	var kind cost.Collective
 	switch in.Collective {
 	case ir.OpAllGather, ir.OpReduceScatter:
 		l := in.From
-		kind = cost.AllGather
+		kind := cost.AllGather
 		if in.Collective == ir.OpReduceScatter {
 			l, kind = in.To, cost.ReduceScatter
 		}
-		per := float64(t.Shape.Numel()*t.DType.Size()) / float64(t.Shape[l.Dim])
+		pieces, _ := p.AxisPieces(in.Axis, l, t.Shape, group[0])
 		even := true
-		pieces := encode.Pieces(l, t.Shape, p.Segments)
 		for r, n := range pieces {
-			bytes[r] = float64(n) * per
+			bytes[r] = float64(n) * per(l.Dim)
 			even = even && n == pieces[0]
 		}
 		if even {
-			c, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: cost.MethodEven})
-			return c, 0, ""
+			return call(kind, bytes, cost.MethodEven), 0, ""
 		}
-		pad, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: cost.MethodPadded})
-		grp, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: cost.MethodGrouped})
+		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
 		if in.Method == encode.MethodGrouped {
 			return grp, pad, "padded"
 		}
 		return pad, grp, "grouped"
 	case ir.OpAllReduce:
 		for r := range bytes {
-			bytes[r] = float64(t.Shape.Numel() * t.DType.Size())
+			bytes[r] = float64(local.Numel()) * elem
 		}
-		c, _ := m.CollectiveTime(cost.Call{Kind: cost.AllReduce, Group: group, Bytes: bytes})
-		return c, 0, ""
+		return call(cost.AllReduce, bytes, ""), 0, ""
 	case ir.OpAllToAll:
-		pieces := encode.Pieces(in.From, t.Shape, p.Segments)
-		per := float64(t.Shape.Numel()*t.DType.Size()) / float64(t.Shape[in.From.Dim])
+		pieces, _ := p.AxisPieces(in.Axis, in.From, t.Shape, group[0])
 		for r, n := range pieces {
-			bytes[r] = float64(n) * per
+			bytes[r] = float64(n) * per(in.From.Dim)
 		}
-		c, _ := m.CollectiveTime(cost.Call{Kind: cost.AllToAll, Group: group, Bytes: bytes, Method: cost.MethodGrouped})
-		return c, 0, ""
+		return call(cost.AllToAll, bytes, cost.MethodGrouped), 0, ""
 	}
 	return 0, 0, ""
+}
+
+// explainMesh describes a mesh program's replicas and ratios.
+func explainMesh(w io.Writer, p *encode.Program, devs []cluster.Device) {
+	m := p.Mesh
+	fmt.Fprintf(w, "\nMesh: %d replicas × %d ranks (tensor parallel among a replica's ranks, data parallel across replicas)\n", len(m.Replicas), p.Devices)
+	for r, rep := range m.Replicas {
+		fmt.Fprintf(w, "  replica %d: devices %v (%s, machine %d)\n", r, rep, devs[rep[0]].Spec.Name, devs[rep[0]].Node)
+	}
+	replica := func(r int) string { return devs[m.Replicas[r][0]].Spec.Name }
+	fmt.Fprintf(w, "\nRatios across replicas (units per replica):\n")
+	for _, s := range m.Segments {
+		fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, replica))
+	}
+	fmt.Fprintf(w, "\nRatios among ranks (units per rank):\n")
+	for _, s := range p.Segments {
+		if s.Within == nil {
+			fmt.Fprintf(w, "  %-8s %6d units: %v in every replica\n", s.Name, s.Units, s.Lengths)
+			continue
+		}
+		fmt.Fprintf(w, "  %-8s %6d units, each replica's share of %q cut among its ranks:\n", s.Name, s.Units, m.Segments[*s.Within].Name)
+		for r := range m.Replicas {
+			fmt.Fprintf(w, "    replica %d: %v\n", r, s.Lengths[r*p.Devices:(r+1)*p.Devices])
+		}
+	}
 }
 
 func altText(name string, t float64) string {

@@ -60,7 +60,7 @@ func runRun(e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e, reps)
 	}
-	fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s\n", pl.Model.Name, p.Devices, pl.Cluster.Name, dt)
+	fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
 	for _, r := range reps {
 		slowest := 0.0
 		for _, s := range r.PerDevice {
