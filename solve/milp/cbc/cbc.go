@@ -219,6 +219,12 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 		setParam(model, &strs, "threads", strconv.Itoa(100+opt.Threads))
 	}
 	if len(opt.Start) > 0 {
+		// CBC 2.10.8 segfaults in Cbc_solve when a MIP start meets its
+		// integer preprocessing on some models (reproduced: the
+		// synthesizer's timeline MILP of bert-base-tiny on paper-16, and
+		// earlier models with pinned columns); without preprocessing the
+		// start is used as given.
+		setParam(model, &strs, "preprocess", "off")
 		idx := make([]C.int, 0, len(opt.Start))
 		vals := make([]C.double, 0, len(opt.Start))
 		for j := 0; j < n; j++ { // column order: deterministic
