@@ -265,7 +265,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (R
 			return r, fmt.Errorf("simulating: %w", err)
 		}
 		r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), "heuristic"
-		return r, nil
+		return outOfMemory(r, res.Devices), nil
 	}
 	p, err := strategy.Build(strategyOf(in, sys), in.Graph, in.Cluster)
 	if err != nil {
@@ -279,7 +279,22 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (R
 		return r, fmt.Errorf("simulating: %w", err)
 	}
 	r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), StatusHeuristic
-	return r, nil
+	return outOfMemory(r, res.Devices), nil
+}
+
+// outOfMemory turns the row of a plan that does not fit some device into
+// an n/a row naming the device: it could not run, whatever its simulated
+// time (which the status keeps).
+func outOfMemory(r Row, devs []sim.DeviceStats) Row {
+	for _, d := range devs {
+		if !d.Fits() {
+			r.Status = fmt.Sprintf("%s: out of memory on device %d (%s): %.1f of %.1f GB (simulated step %.4g s)",
+				StatusNA, d.Device, d.Type, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9, r.StepSeconds)
+			r.StepSeconds = 0
+			return r
+		}
+	}
+	return r
 }
 
 func peakFrac(devs []sim.DeviceStats) float64 {

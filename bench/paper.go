@@ -21,7 +21,8 @@ const (
 	// the paper's algorithm ignores memory.
 	paperNoMemory = 1e6
 	// paperSolvesPerRound is how many MILP solves one round makes (padded,
-	// grouped, lengths); each gets this share of the time limit.
+	// grouped, lengths); the time limit is shared by every solve of every
+	// round, so hap-paper and hap get the same budget.
 	paperSolvesPerRound = 3
 )
 
@@ -34,7 +35,7 @@ var errPaperNoPlan = errors.New("hap-paper: no program found")
 // global collective method (all padded or all grouped, the better kept),
 // ignoring memory, and (b) with the program fixed, find the integer lengths
 // minimising the encoding's step time — until a round does not improve,
-// at most paperRounds rounds. limit bounds each round's solves together.
+// at most paperRounds rounds. limit bounds all the rounds' solves together.
 func PaperSearch(ctx context.Context, in *plan.Inputs, limit time.Duration) (*encode.Program, error) {
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
@@ -63,7 +64,7 @@ func PaperSearch(ctx context.Context, in *plan.Inputs, limit time.Duration) (*en
 	for s, seg := range e.Segs {
 		lengths[s] = encode.RoundLengths(seg.Units, fp32)
 	}
-	best, _, err := solve.Alternate(ctx, e, lengths, seeds, solve.AlternateOptions{Rounds: paperRounds, PerSolve: limit / paperSolvesPerRound, GlobalMethod: true})
+	best, _, err := solve.Alternate(ctx, e, lengths, seeds, solve.AlternateOptions{Rounds: paperRounds, PerSolve: limit / (paperRounds * paperSolvesPerRound), GlobalMethod: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPaperNoPlan, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"hap/cost"
 	"hap/encode"
+	"hap/sim"
 	"hap/solve"
 	"hap/solve/milp/cbc"
 	"hap/solve/z3"
@@ -78,8 +79,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			continue
 		}
 		r, err := Simulate(in, p)
-		if err != nil || r.StepSeconds >= best.Cost.StepSeconds {
-			continue
+		if err != nil || r.StepSeconds >= best.Cost.StepSeconds || !fits(r.Devices) {
+			continue // a baseline that runs out of memory is no plan
 		}
 		alt, err := Build(in, p, "hap", sol)
 		if err != nil {
@@ -94,3 +95,13 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 // DefaultTimeLimit bounds the solver when no --time-limit is given: the
 // best plan found by then is returned with its proven bound and gap.
 const DefaultTimeLimit = 10 * time.Second
+
+// fits reports whether every device's simulated peak memory fits it.
+func fits(devs []sim.DeviceStats) bool {
+	for _, d := range devs {
+		if !d.Fits() {
+			return false
+		}
+	}
+	return true
+}

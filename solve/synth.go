@@ -101,8 +101,20 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		seed = cheaper(e, seed, ls)
 		lengths = seed.Lengths
 	}
-	if alt, _, err := Alternate(ctx, e, lengths, append(seeds, seed), AlternateOptions{Rounds: alternateRounds, PerSolve: altLimit / (2 * alternateRounds)}); err == nil {
-		seed = cheaper(e, seed, alt)
+	// The alternation from the seed's lengths, then (as the paper starts)
+	// from lengths proportional to each device's FP32 peak.
+	fp32 := make([]float64, e.N)
+	for d := range fp32 {
+		fp32[d] = m.Spec(d).FP32
+	}
+	byPeak := make([][]int, len(e.Segs))
+	for s, seg := range e.Segs {
+		byPeak[s] = encode.RoundLengths(seg.Units, fp32)
+	}
+	for _, ls := range [][][]int{lengths, byPeak} {
+		if alt, _, err := Alternate(ctx, e, ls, append(seeds, seed), AlternateOptions{Rounds: alternateRounds, PerSolve: altLimit / (4 * alternateRounds)}); err == nil {
+			seed = cheaper(e, seed, alt)
+		}
 	}
 	smodel, svars := e.SerialMILP()
 	so := milp.Options{TimeLimit: serialLimit, RelGap: opt.RelGap, Threads: 1}
