@@ -1,8 +1,8 @@
 // Package bench owns hap's benchmark suites: it plans zoo models on
 // built-in clusters with the synthesizer ("hap") and with the baselines
-// (dp-ev, dp-cp, megatron, a DeepSpeed-like DP+EP, and hap-paper, an
-// approximation of the HAP paper's own search), prices every program with
-// the same simulator, and writes Markdown tables and plots.
+// (dp-ev, dp-cp, megatron, a DeepSpeed-like DP+EP, ZeRO stage 3, and
+// hap-paper, an approximation of the HAP paper's own search), prices every
+// program with the same simulator, and writes Markdown tables and plots.
 //
 // bench imports plan, models, cluster, cost, encode, solve and strategy,
 // and gonum.org/v1/plot for figures. Nothing imports bench except cmd/hap:
@@ -35,6 +35,7 @@ const (
 	SystemDPEV      = "dp-ev"
 	SystemDPCP      = "dp-cp"
 	SystemMegatron  = "megatron"
+	SystemZero3     = "zero3"
 )
 
 // Row statuses other than the solver's.
@@ -50,7 +51,7 @@ const DefaultTimeLimit = 5 * time.Second
 const PaperBatchPerGPU = 32
 
 // AllSystems is the default set of systems per case, baselines first.
-var AllSystems = []string{SystemDPEV, SystemDPCP, SystemMegatron, SystemDeepSpeed, SystemPaper, SystemHAP}
+var AllSystems = []string{SystemDPEV, SystemDPCP, SystemMegatron, SystemDeepSpeed, SystemZero3, SystemPaper, SystemHAP}
 
 // Case is one model on one cluster.
 type Case struct {

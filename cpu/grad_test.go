@@ -90,6 +90,19 @@ var gradCases = []gradCase{
 		combine, _ := b.Top2Gate(p(b, "logits", 6, 3), 3)
 		return combine
 	}},
+	{"top2_gate/grouped", func(b *ir.Builder) ir.TensorID {
+		combine, _ := b.Top2Gate(p(b, "logits", 2, 5, 3), 2)
+		return combine
+	}},
+	{"einsum/grouped-dispatch", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("gsec,gsd->egcd", p(b, "m", 2, 4, 3, 2), p(b, "x", 2, 4, 5))
+	}},
+	{"einsum/expert-ffn", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("egcd,edf->egcf", p(b, "x", 3, 2, 2, 4), p(b, "w", 3, 4, 5))
+	}},
+	{"einsum/grouped-combine", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("gsec,egcd->gsd", p(b, "c", 2, 4, 3, 2), p(b, "y", 3, 2, 2, 5))
+	}},
 	{"einsum/dispatch", func(b *ir.Builder) ir.TensorID {
 		return b.Einsum("tec,td->ecd", p(b, "m", 4, 2, 3), p(b, "x", 4, 5))
 	}},

@@ -85,49 +85,58 @@ func top2Routing[F Float](logits []F, T, E, C int) ([]top2Route, []float64) {
 	return routes, p
 }
 
-func top2Check[F Float](op string, a *ir.Attrs, logits *Tensor[F]) (T, E, C int, err error) {
-	if len(logits.Shape) != 2 || logits.Shape[1] < 2 {
-		return 0, 0, 0, fmt.Errorf("%s: want logits[tokens, experts ≥ 2], got %v", op, logits.Shape)
+// top2Check validates logits[groups..., T, E] and returns the number of
+// groups (the product of the leading dims; 1 for rank 2), T, E and C.
+func top2Check[F Float](op string, a *ir.Attrs, logits *Tensor[F]) (groups, T, E, C int, err error) {
+	r := len(logits.Shape)
+	if r < 2 || logits.Shape[r-1] < 2 {
+		return 0, 0, 0, 0, fmt.Errorf("%s: want logits[groups..., tokens, experts ≥ 2], got %v", op, logits.Shape)
 	}
 	if a.Capacity < 1 {
-		return 0, 0, 0, fmt.Errorf("%s: capacity %d must be ≥ 1", op, a.Capacity)
+		return 0, 0, 0, 0, fmt.Errorf("%s: capacity %d must be ≥ 1", op, a.Capacity)
 	}
 	if err := checkTensor(op, "logits", logits, logits.Shape); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	return logits.Shape[0], logits.Shape[1], a.Capacity, nil
+	return logits.Shape[:r-2].Numel(), logits.Shape[r-2], logits.Shape[r-1], a.Capacity, nil
 }
 
-// top2Gate writes GShard top-2 gating (see top2Routing for the routing
-// rule): for each kept assignment (t, e, c), combine[t,e,c] is the gate
-// renormalised over the token's two choices — g1 = p1/(p1+p2) for the first
-// expert, g2 = p2/(p1+p2) for the second — and dispatch[t,e,c] = 1. Every
-// other entry is 0.
+// gateShape is combine's and dispatch's shape: logits' with C appended.
+func gateShape(logits ir.Shape, C int) ir.Shape { return append(logits.Clone(), C) }
+
+// top2Gate writes GShard top-2 gating, each group routed on its own (see
+// top2Routing for the routing rule): for each kept assignment (t, e, c),
+// combine[t,e,c] is the gate renormalised over the token's two choices —
+// g1 = p1/(p1+p2) for the first expert, g2 = p2/(p1+p2) for the second —
+// and dispatch[t,e,c] = 1. Every other entry is 0.
 func top2Gate[F Float](a *ir.Attrs, logits, combine, dispatch *Tensor[F]) error {
 	const op = "top2_gate"
-	T, E, C, err := top2Check(op, a, logits)
+	G, T, E, C, err := top2Check(op, a, logits)
 	if err != nil {
 		return err
 	}
-	out := ir.Shape{T, E, C}
+	out := gateShape(logits.Shape, C)
 	if err := checkTensor(op, "combine", combine, out); err != nil {
 		return err
 	}
 	if err := checkTensor(op, "dispatch", dispatch, out); err != nil {
 		return err
 	}
-	routes, _ := top2Routing(logits.Data, T, E, C)
 	clear(combine.Data)
 	clear(dispatch.Data)
-	for t, r := range routes {
-		s := r.p1 + r.p2
-		if r.c1 >= 0 {
-			i := (t*E+r.e1)*C + r.c1
-			combine.Data[i], dispatch.Data[i] = F(r.p1/s), 1
-		}
-		if r.c2 >= 0 {
-			i := (t*E+r.e2)*C + r.c2
-			combine.Data[i], dispatch.Data[i] = F(r.p2/s), 1
+	for g := 0; g < G; g++ {
+		routes, _ := top2Routing(logits.Data[g*T*E:(g+1)*T*E], T, E, C)
+		cg, dg := combine.Data[g*T*E*C:(g+1)*T*E*C], dispatch.Data[g*T*E*C:(g+1)*T*E*C]
+		for t, r := range routes {
+			s := r.p1 + r.p2
+			if r.c1 >= 0 {
+				i := (t*E+r.e1)*C + r.c1
+				cg[i], dg[i] = F(r.p1/s), 1
+			}
+			if r.c2 >= 0 {
+				i := (t*E+r.e2)*C + r.c2
+				cg[i], dg[i] = F(r.p2/s), 1
+			}
 		}
 	}
 	return nil
@@ -135,7 +144,8 @@ func top2Gate[F Float](a *ir.Attrs, logits, combine, dispatch *Tensor[F]) error 
 
 // top2GateGrad is the exact derivative of combine with respect to logits,
 // the routing (e1, e2 and the slots) held fixed — it is piecewise constant,
-// so this is the derivative almost everywhere. Rule:
+// so this is the derivative almost everywhere. Groups are independent;
+// within one:
 //
 //   - Only kept assignments carry gradient: dg1 = dcombine[t,e1,c1] if the
 //     first choice was kept (else 0), dg2 = dcombine[t,e2,c2] likewise.
@@ -147,43 +157,46 @@ func top2Gate[F Float](a *ir.Attrs, logits, combine, dispatch *Tensor[F]) error 
 //   - Through the softmax: dlogit_j = p_j·(dp_j − Σ_k p_k·dp_k).
 func top2GateGrad[F Float](a *ir.Attrs, logits, dcombine, dlogits *Tensor[F]) error {
 	const op = "top2_gate_grad"
-	T, E, C, err := top2Check(op, a, logits)
+	G, T, E, C, err := top2Check(op, a, logits)
 	if err != nil {
 		return err
 	}
-	if err := checkTensor(op, "dcombine", dcombine, ir.Shape{T, E, C}); err != nil {
+	if err := checkTensor(op, "dcombine", dcombine, gateShape(logits.Shape, C)); err != nil {
 		return err
 	}
 	if err := checkTensor(op, "dlogits", dlogits, logits.Shape); err != nil {
 		return err
 	}
-	routes, p := top2Routing(logits.Data, T, E, C)
 	clear(dlogits.Data)
-	for t, r := range routes {
-		var dg1, dg2 float64
-		if r.c1 >= 0 {
-			dg1 = float64(dcombine.Data[(t*E+r.e1)*C+r.c1])
-		}
-		if r.c2 >= 0 {
-			dg2 = float64(dcombine.Data[(t*E+r.e2)*C+r.c2])
-		}
-		if dg1 == 0 && dg2 == 0 {
-			continue
-		}
-		s := r.p1 + r.p2
-		dp1 := r.p2 * (dg1 - dg2) / (s * s)
-		dp2 := r.p1 * (dg2 - dg1) / (s * s)
-		dot := r.p1*dp1 + r.p2*dp2
-		pr, dl := p[t*E:(t+1)*E], dlogits.Data[t*E:(t+1)*E]
-		for j, pj := range pr {
-			dpj := 0.0
-			switch j {
-			case r.e1:
-				dpj = dp1
-			case r.e2:
-				dpj = dp2
+	for g := 0; g < G; g++ {
+		routes, p := top2Routing(logits.Data[g*T*E:(g+1)*T*E], T, E, C)
+		dc, dlg := dcombine.Data[g*T*E*C:(g+1)*T*E*C], dlogits.Data[g*T*E:(g+1)*T*E]
+		for t, r := range routes {
+			var dg1, dg2 float64
+			if r.c1 >= 0 {
+				dg1 = float64(dc[(t*E+r.e1)*C+r.c1])
 			}
-			dl[j] = F(pj * (dpj - dot))
+			if r.c2 >= 0 {
+				dg2 = float64(dc[(t*E+r.e2)*C+r.c2])
+			}
+			if dg1 == 0 && dg2 == 0 {
+				continue
+			}
+			s := r.p1 + r.p2
+			dp1 := r.p2 * (dg1 - dg2) / (s * s)
+			dp2 := r.p1 * (dg2 - dg1) / (s * s)
+			dot := r.p1*dp1 + r.p2*dp2
+			pr, dl := p[t*E:(t+1)*E], dlg[t*E:(t+1)*E]
+			for j, pj := range pr {
+				dpj := 0.0
+				switch j {
+				case r.e1:
+					dpj = dp1
+				case r.e2:
+					dpj = dp2
+				}
+				dl[j] = F(pj * (dpj - dot))
+			}
 		}
 	}
 	return nil

@@ -180,6 +180,43 @@ func TestTop2GateRandom(t *testing.T) {
 	}
 }
 
+// Grouped logits[G1, G2, T, E] gate every group on its own: each group's
+// slice of combine and dispatch equals rank-2 gating of that group's
+// logits, and the gradient matches finite differences of the grouped op.
+func TestTop2GateGrouped(t *testing.T) {
+	const g1, g2, T, E, C = 2, 3, 7, 4, 2 // C small enough that groups overflow
+	rng := ktRNG(450)
+	logits := ktRand(rng, g1, g2, T, E)
+	for j := range logits.Data {
+		logits.Data[j] *= 2
+	}
+	a := &ir.Attrs{Capacity: C}
+	out := ir.Shape{g1, g2, T, E, C}
+	combine, dispatch := ktZeros[float64](out), ktZeros[float64](out)
+	if err := top2Gate(a, logits, combine, dispatch); err != nil {
+		t.Fatal(err)
+	}
+	for g := 0; g < g1*g2; g++ {
+		one := &Tensor[float64]{Shape: ir.Shape{T, E}, Data: logits.Data[g*T*E : (g+1)*T*E]}
+		refC, refD := ktTop2Ref(one, C)
+		ktExpectClose(t, fmt.Sprintf("group %d combine", g), combine.Data[g*T*E*C:(g+1)*T*E*C], refC, ktTolRef)
+		ktExpectClose(t, fmt.Sprintf("group %d dispatch", g), dispatch.Data[g*T*E*C:(g+1)*T*E*C], refD, 0)
+	}
+	r := ktRand(rng, out...)
+	dl := ktZeros[float64](logits.Shape)
+	if err := top2GateGrad(a, logits, r, dl); err != nil {
+		t.Fatal(err)
+	}
+	ktGradCheck(t, "top2_gate grouped", []*Tensor[float64]{logits}, r.Data, []*Tensor[float64]{dl},
+		func(in []*Tensor[float64]) (*Tensor[float64], error) {
+			c, d := ktZeros[float64](out), ktZeros[float64](out)
+			return c, top2Gate(a, in[0], c, d)
+		})
+	if err := top2Gate(a, logits, ktZeros[float64](ir.Shape{g1 * g2, T, E, C}), dispatch); err == nil {
+		t.Error("top2_gate accepted a combine tensor whose group dims differ from the logits'")
+	}
+}
+
 // The random overflow case above really drops assignments and keeps
 // second choices, so both paths of the slot rule are exercised.
 func TestTop2GateOverflowCovered(t *testing.T) {

@@ -187,8 +187,11 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 		})
 		add("partial", []Layout{R}, []Layout{R})
 	case ir.OpTop2Gate:
-		// Capacity slots count tokens across the whole batch, so gating is
-		// only exact when replicated.
+		// Capacity slots count tokens within one group, so a group dim
+		// (any before the last two) splits like a batch; splitting tokens
+		// or experts would change which assignments fit, so those stay
+		// whole.
+		forDims(len(in[0])-2, func(d, s int) { add("split-groups", []Layout{G(d, s)}, []Layout{G(d, s), G(d, s)}) })
 	}
 	return rules
 }

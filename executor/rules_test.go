@@ -65,6 +65,16 @@ var ruleCases = []ruleCase{
 	{"cross_entropy", func(b *ir.Builder) ir.TensorID { return b.CrossEntropy(prm(b, "x", 6, 5), b.Label("y", 6)) }},
 	{"nll_loss", func(b *ir.Builder) ir.TensorID { return b.NLLLoss(prm(b, "x", 6, 5), b.Label("y", 6)) }},
 	{"top2_gate", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 6, 3), 3); return c }},
+	{"top2_gate/grouped", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 6, 4, 3), 2); return c }},
+	{"einsum/grouped-dispatch", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("gsec,gsd->egcd", prm(b, "m", 6, 4, 3, 2), prm(b, "x", 6, 4, 5))
+	}},
+	{"einsum/expert-ffn", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("egcd,edf->egcf", prm(b, "x", 3, 6, 2, 4), prm(b, "w", 3, 4, 5))
+	}},
+	{"einsum/grouped-combine", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("gsec,egcd->gsd", prm(b, "c", 6, 4, 3, 2), prm(b, "y", 3, 6, 2, 5))
+	}},
 	{"einsum/dispatch", func(b *ir.Builder) ir.TensorID {
 		return b.Einsum("tec,td->ecd", prm(b, "m", 6, 3, 2), prm(b, "x", 6, 5))
 	}},

@@ -52,6 +52,8 @@ func TestVerifyZooTinyUnderStrategies(t *testing.T) {
 		{"vgg19-tiny", "dp-ev"}, {"vgg19-tiny", "dp-cp"},
 		{"bert-moe-tiny", "dp-ev"}, {"bert-moe-tiny", "dp-cp"}, {"bert-moe-tiny", "ep"}, {"bert-moe-tiny", "tp"},
 		{"gpt2-tiny", "dp-cp"}, {"gpt2-tiny", "tp"},
+		{"mlp-tiny", "zero3"}, {"bert-base-tiny", "zero3"}, {"vit-tiny", "zero3"}, {"vgg19-tiny", "zero3"},
+		{"bert-moe-tiny", "zero3"}, {"gpt2-tiny", "zero3"},
 	}
 	for _, c := range cases {
 		for _, dt := range []ir.DType{ir.Float64, ir.Float32} {

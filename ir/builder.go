@@ -367,7 +367,10 @@ func (b *Builder) NLLLoss(logp, labels TensorID) TensorID {
 
 // Top2Gate routes each token to its two highest-scoring experts, up to
 // capacity tokens per expert, returning the combine weights and the 0/1
-// dispatch mask, both [tokens, experts, capacity].
+// dispatch mask, both [groups..., tokens, experts, capacity]. Logits are
+// [groups..., tokens, experts]: every dim before the last two indexes an
+// independent group (GShard), with its own capacity slots, so groups can be
+// split among devices like a batch.
 func (b *Builder) Top2Gate(logits TensorID, capacity int) (combine, dispatch TensorID) {
 	out := b.Emit(OpTop2Gate, Attrs{Capacity: capacity}, logits)
 	return out[0], out[1]

@@ -36,7 +36,7 @@ const (
 	OpAdaptiveAvgPool2D OpKind = "adaptive_avg_pool2d" // Shape = [OH, OW]
 	OpCrossEntropy      OpKind = "cross_entropy"       // (logits[N,C], labels int64[N]) → Σ loss, scalar
 	OpNLLLoss           OpKind = "nll_loss"            // (logp[N,C], labels int64[N]) → −Σ logp[i,label], scalar
-	OpTop2Gate          OpKind = "top2_gate"           // logits[T,E] → combine[T,E,C], dispatch[T,E,C] (no grad); Capacity
+	OpTop2Gate          OpKind = "top2_gate"           // logits[...,T,E] → combine[...,T,E,C], dispatch[...,T,E,C] (no grad); Capacity per group
 	OpEinsum            OpKind = "einsum"              // two operands; Equation like "tec,td->ecd"
 	OpReduceSum         OpKind = "reduce_sum"          // sums over Axes, removing them
 	OpFillLike          OpKind = "fill_like"           // a tensor shaped like the input, every element Scale (no grad)
@@ -819,13 +819,15 @@ func inferTop2Gate(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	if err := needFloat(x); err != nil {
 		return nil, err
 	}
-	if len(x.Shape) != 2 || x.Shape[1] < 2 {
-		return nil, fmt.Errorf("top2_gate wants logits[tokens, experts ≥ 2], got %q %v", x.Name, x.Shape)
+	// Dims before the last two are groups, each gated on its own (GShard's
+	// group dimension): capacity counts tokens within one group.
+	if r := len(x.Shape); r < 2 || x.Shape[r-1] < 2 {
+		return nil, fmt.Errorf("top2_gate wants logits[groups..., tokens, experts ≥ 2], got %q %v", x.Name, x.Shape)
 	}
 	if a.Capacity < 1 {
 		return nil, fmt.Errorf("top2_gate capacity %d must be ≥ 1", a.Capacity)
 	}
-	s := Shape{x.Shape[0], x.Shape[1], a.Capacity}
+	s := append(x.Shape.Clone(), a.Capacity)
 	return []OutSpec{{Shape: s, DType: x.DType}, {Shape: s.Clone(), DType: x.DType, NoGrad: true}}, nil
 }
 

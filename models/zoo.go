@@ -41,8 +41,9 @@ type Config struct {
 	Pool    int    `json:"pool,omitempty"`    // VGG adaptive pool side
 	FC      int    `json:"fc,omitempty"`      // VGG classifier width
 	Experts int    `json:"experts,omitempty"` // MoE experts (2 × devices in the paper)
-	// CapacityFactor scales expert capacity: C = ⌈CapacityFactor·2·tokens/experts⌉
-	// (the paper's "1.25 × 2": factor 1.25 times top-2).
+	// CapacityFactor scales expert capacity per gating group (one
+	// sequence, see moe): C = ⌈CapacityFactor·2·Seq/Experts⌉ (the paper's
+	// "1.25 × 2": factor 1.25 times top-2).
 	CapacityFactor float64  `json:"capacity_factor,omitempty"`
 	Dropout        float64  `json:"dropout,omitempty"`
 	DType          ir.DType `json:"-"`
@@ -95,6 +96,9 @@ func Lookup(name string) (Config, error) {
 func Build(cfg Config) (*ir.Graph, error) {
 	if cfg.Batch < 1 {
 		return nil, fmt.Errorf("model %s: batch %d must be ≥ 1", cfg.Name, cfg.Batch)
+	}
+	if cfg.Arch == ArchBERTMoE && (cfg.Experts < 2 || cfg.CapacityFactor <= 0) {
+		return nil, fmt.Errorf("model %s: top-2 mixture of experts needs experts ≥ 2 and capacity factor > 0, got %d and %g", cfg.Name, cfg.Experts, cfg.CapacityFactor)
 	}
 	b := ir.NewBuilder(cfg.Name, cfg.DType)
 	var loss ir.TensorID
@@ -183,19 +187,47 @@ func ffn(b *ir.Builder, c Config, x ir.TensorID) ir.TensorID {
 	return linear(b, "fc2", b.GELU(linear(b, "fc1", x, c.Hidden, c.FFN)), c.FFN, c.Hidden)
 }
 
-// moe is a top-2 mixture of experts replacing an FFN: route tokens with a
-// gate, dispatch them to per-expert FFNs with an einsum, combine back.
-func moe(b *ir.Builder, c Config, x ir.TensorID, tokens int) ir.TensorID {
+// moe is a top-2 mixture of experts replacing an FFN, in GShard's grouped
+// form: tokens are gated in groups of one sequence each, with per-group
+// expert capacity C = ⌈CapacityFactor·2·Seq/Experts⌉ (moeCapacity). Shapes,
+// with G = Batch groups and S = Seq tokens per group:
+//
+//	logits   [G,S,E]    = x[G,S,d] · gate[d,E]
+//	combine, dispatch [G,S,E,C] = top2_gate(logits)
+//	xe       [E,G,C,d]  = einsum(gsec,gsd->egcd)   dispatch
+//	h        [E,G,C,f]  = gelu(einsum(egcd,edf->egcf) + b1[E,f])
+//	ye       [E,G,C,d]  = einsum(egcf,efd->egcd) + b2[E,d]
+//	y        [G,S,d]    = einsum(gsec,egcd->gsd)   combine
+//
+// Why one sequence per group: a group dim is split by the planner's batch
+// segment, which cuts a dim of Batch·k elements, so G must be a multiple of
+// Batch (coarser groups — 32 sequences, say — could not be split unevenly
+// per sequence, and dp-cp's or the synthesizer's ratios would be lost); and
+// the dense dispatch and combine einsums cost 2·S·E·C·d ≈ 5·S²·d per group,
+// i.e. 5·S·d per token, about 5% of a token's expert FFN (4·d·f) at S = 128,
+// d = 768, f = 3072, where a 4096-token group would make each of them cost
+// 1.7× the experts. The dispatch and combine tensors hold G·S·E·C ≈
+// 2.5·S·tokens elements: linear in the batch.
+//
+// Parameters per MoE layer: gate d·E plus E experts of 2·d·f + f + d
+// (E·4.72 M at BERT-Base width). Forward FLOPs per token: gate 2·d·E,
+// experts 2·(E·C/S)·2·d·f ≈ 2.5× a dense FFN (capacity factor 1.25 × top-2,
+// padded slots included), dispatch and combine 2·E·C·d each.
+func moe(b *ir.Builder, c Config, x ir.TensorID) ir.TensorID {
 	defer b.Scope("moe")()
 	d, e, f := c.Hidden, c.Experts, c.FFN
-	capacity := int(math.Ceil(c.CapacityFactor * 2 * float64(tokens) / float64(e)))
-	xt := b.Reshape(x, tokens, d)
-	logits := b.MatMul(xt, b.Param("gate", d, e))
-	combine, dispatch := b.Top2Gate(logits, capacity)
-	xe := b.Einsum("tec,td->ecd", dispatch, xt)
-	h := b.Bias(b.MatMul(xe, b.Param("w1", e, d, f)), b.ParamInit("b1", ir.InitZeros, e, f), 0, 2)
-	ye := b.Bias(b.MatMul(b.GELU(h), b.Param("w2", e, f, d)), b.ParamInit("b2", ir.InitZeros, e, d), 0, 2)
-	return b.Reshape(b.Einsum("tec,ecd->td", combine, ye), c.Batch, tokens/c.Batch, d)
+	logits := b.MatMul(x, b.Param("gate", d, e))
+	combine, dispatch := b.Top2Gate(logits, moeCapacity(c))
+	xe := b.Einsum("gsec,gsd->egcd", dispatch, x)
+	h := b.Bias(b.Einsum("egcd,edf->egcf", xe, b.Param("w1", e, d, f)), b.ParamInit("b1", ir.InitZeros, e, f), 0, 3)
+	ye := b.Bias(b.Einsum("egcf,efd->egcd", b.GELU(h), b.Param("w2", e, f, d)), b.ParamInit("b2", ir.InitZeros, e, d), 0, 3)
+	return b.Einsum("gsec,egcd->gsd", combine, ye)
+}
+
+// moeCapacity is the expert capacity of one gating group (one sequence):
+// ⌈CapacityFactor · 2 · Seq / Experts⌉, the 2 for top-2 routing.
+func moeCapacity(c Config) int {
+	return int(math.Ceil(c.CapacityFactor * 2 * float64(c.Seq) / float64(c.Experts)))
 }
 
 // postLNBlock is BERT's block: x = LN(x + attn(x)); x = LN(x + ffn(x)).
@@ -204,7 +236,7 @@ func postLNBlock(b *ir.Builder, c Config, x ir.TensorID, i int, useMoE bool) ir.
 	x = layerNorm(b, "ln1", b.Add(x, b.Dropout(attention(b, c, x, c.Seq, false), c.Dropout)), c.Hidden)
 	var f ir.TensorID
 	if useMoE {
-		f = moe(b, c, x, c.Batch*c.Seq)
+		f = moe(b, c, x)
 	} else {
 		f = ffn(b, c, x)
 	}

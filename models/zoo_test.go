@@ -3,6 +3,8 @@ package models
 import (
 	"math"
 	"testing"
+
+	"hap/ir"
 )
 
 // paramTolerance is the allowed relative deviation from the published
@@ -38,6 +40,69 @@ func TestEveryZooModelBuilds(t *testing.T) {
 		cfg.Batch = 2
 		if _, err := Build(cfg); err != nil {
 			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+// BERT-MoE gates each sequence on its own: the gating tensors grow linearly
+// with the batch (not quadratically, as one global group would), the group
+// dim leads so it can be split like the batch, and capacity follows the
+// per-sequence formula.
+func TestBERTMoEGatingIsPerSequence(t *testing.T) {
+	cfg, err := Lookup("bert-moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := func(batch int) (shape ir.Shape, gates int) {
+		c := cfg
+		c.Batch = batch
+		g, err := Build(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range g.Ops {
+			if op := &g.Ops[i]; op.Kind == ir.OpTop2Gate {
+				shape = g.Tensors[op.Outputs[1]].Shape
+				gates++
+			}
+		}
+		return shape, gates
+	}
+	s32, n := gate(32)
+	if n != cfg.Layers/2 {
+		t.Errorf("%d top2_gate ops, want one per MoE layer (%d)", n, cfg.Layers/2)
+	}
+	wantC := int(math.Ceil(1.25 * 2 * 128 / 16)) // 20 slots per expert per sequence
+	if want := (ir.Shape{32, cfg.Seq, cfg.Experts, wantC}); !s32.Equal(want) {
+		t.Errorf("dispatch at batch 32 is %v, want %v [groups, tokens per group, experts, capacity]", s32, want)
+	}
+	s256, _ := gate(256)
+	if a, b := s32.Numel(), s256.Numel(); b != 8*a {
+		t.Errorf("dispatch grows from %d to %d elements when the batch grows 8×; want linear growth (%d)", a, b, 8*a)
+	}
+}
+
+// BERT-MoE's parameter count is BERT-Base's with every other FFN replaced
+// by a gate and Experts FFNs: Δ = L/2 · (d·E + (E−1)·(2·d·f + f + d)).
+func TestBERTMoEParamCount(t *testing.T) {
+	count := func(name string, experts int) int64 {
+		cfg, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Batch, cfg.Experts = 1, experts
+		s, err := Summarize(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Params
+	}
+	base := count("bert-base", 0)
+	for _, e := range []int{16, 128} {
+		d, f, moeLayers := int64(768), int64(3072), int64(6)
+		want := base + moeLayers*(d*int64(e)+int64(e-1)*(2*d*f+f+d))
+		if got := count("bert-moe", e); got != want {
+			t.Errorf("bert-moe with %d experts has %d params, want %d", e, got, want)
 		}
 	}
 }

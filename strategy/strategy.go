@@ -11,8 +11,11 @@
 //	          (a 2-D mesh program; see megatron), batch split evenly
 //	megatron-cp  megatron with the batch split across replicas in proportion
 //	          to their FP32 throughput
-//	ep        expert parallel MoE layers (experts split evenly), data parallel
-//	          elsewhere
+//	ep        expert parallel MoE layers (experts split evenly, tokens moved
+//	          there and back by all-to-all), data parallel elsewhere
+//	zero3     ZeRO stage 3: data parallel (even split) with every parameter,
+//	          its gradient and optimizer state sharded over all devices and
+//	          all-gathered before use
 //
 // A strategy fixes segments, the layouts of inputs and parameters, and which
 // rules are allowed; encode.Assemble completes the program greedily.
@@ -33,7 +36,9 @@ import (
 )
 
 // Names lists the strategies.
-func Names() []string { return []string{"dp-cp", "dp-ev", "ep", "megatron", "megatron-cp", "tp"} }
+func Names() []string {
+	return []string{"dp-cp", "dp-ev", "ep", "megatron", "megatron-cp", "tp", "zero3"}
+}
 
 // Build makes the named strategy's program for forward graph g on c.
 func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
@@ -54,6 +59,8 @@ func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error
 		return megatron(g, c, true)
 	case "ep":
 		return expertParallel(g, n)
+	case "zero3":
+		return zero3(g, n)
 	}
 	return nil, fmt.Errorf("unknown strategy %q (want one of %s)", name, strings.Join(Names(), ", "))
 }
@@ -134,12 +141,37 @@ const flopsPerByte = 1000
 
 func assemble(g *ir.Graph, n int, segs []encode.Segment, params map[ir.TensorID]encode.Layout) (*encode.Program, error) {
 	leaves := batchLeaves(g, segs, params)
-	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: keepParams(g, leaves)}
+	return complete(g, n, segs, leaves, keepParams(g, leaves))
+}
+
+// complete finishes a program greedily from its leaves' layouts, choosing
+// only rules allow accepts, and checks it.
+func complete(g *ir.Graph, n int, segs []encode.Segment, leaves []encode.LeafLayout, allow func(op *ir.Op, r encode.Rule) bool) (*encode.Program, error) {
+	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: allow}
 	p, err := encode.Assemble(g, n, segs, leaves, ch, padded)
 	if err != nil {
 		return nil, err
 	}
 	return p, encode.Check(g, p)
+}
+
+// both accepts a rule both filters accept.
+func both(a, b func(op *ir.Op, r encode.Rule) bool) func(op *ir.Op, r encode.Rule) bool {
+	return func(op *ir.Op, r encode.Rule) bool { return a(op, r) && b(op, r) }
+}
+
+// noPartials rejects rules that leave partial sums, except the loss's own
+// (a sum over each device's samples): activations then stay split or whole
+// between ops, as data- and expert-parallel systems keep them.
+func noPartials(g *ir.Graph) func(op *ir.Op, r encode.Rule) bool {
+	return func(op *ir.Op, r encode.Rule) bool {
+		for j, l := range r.Out {
+			if l.Kind == encode.Reduce && op.Outputs[j] != g.Loss {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 func dataParallel(g *ir.Graph, n int, shares []float64, extra map[ir.TensorID]encode.Layout) (*encode.Program, error) {
@@ -258,7 +290,13 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 	for _, t := range experts {
 		params[t] = encode.G(0, 1)
 	}
-	return assemble(g, n, segs, params)
+	// Tokens go to their experts and come back by all-to-all (GShard,
+	// DeepSpeed-MoE). Without noPartials the greedy completion would
+	// contract the combine einsum over locally held experts instead,
+	// leaving every device a partial sum of the whole batch's output to
+	// reduce-scatter: more traffic than the return all-to-all.
+	leaves := batchLeaves(g, segs, params)
+	return complete(g, n, segs, leaves, both(keepParams(g, leaves), noPartials(g)))
 }
 
 // megatron is Megatron-LM's layout: replicas of t GPUs inside one machine
