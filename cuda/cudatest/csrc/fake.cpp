@@ -206,18 +206,67 @@ CUresult cuStreamDestroy_v2(void* s) {
 }
 CUresult cuStreamSynchronize(void* s) { NEED_CTX(); stream_wait(s); return CUDA_SUCCESS; }
 CUresult cuStreamQuery(void* s) { NEED_CTX(); return stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
-CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) { NEED_CTX(); return CUDA_SUCCESS; }
-struct Ev { std::chrono::steady_clock::time_point t; };
+// Events are stream-ordered, as on a GPU: cuEventRecord queues the
+// timestamp behind the stream's work; synchronizing on an event (or making
+// a stream wait for it) waits for the records issued before the call.
+struct Ev {
+	std::mutex mu;
+	std::condition_variable cv;
+	long issued = 0, done = 0;
+	std::chrono::steady_clock::time_point t;
+	void wait_for(long n) {
+		std::unique_lock<std::mutex> g(mu);
+		cv.wait(g, [&] { return done >= n; });
+	}
+};
 CUresult cuEventCreate(void** e, unsigned flags) { NEED_CTX(); *e = new Ev(); return CUDA_SUCCESS; }
-CUresult cuEventRecord(void* e, void* s) { NEED_CTX(); ((Ev*)e)->t = std::chrono::steady_clock::now(); return CUDA_SUCCESS; }
-CUresult cuEventSynchronize(void* e) { NEED_CTX(); return CUDA_SUCCESS; }
-CUresult cuEventQuery(void* e) { NEED_CTX(); return CUDA_SUCCESS; }
-CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+CUresult cuEventRecord(void* e, void* s) {
 	NEED_CTX();
-	*ms = std::chrono::duration<float, std::milli>(((Ev*)b)->t - ((Ev*)a)->t).count();
+	Ev* ev = (Ev*)e;
+	{ std::lock_guard<std::mutex> g(ev->mu); ev->issued++; }
+	fake_enqueue(s, [ev] {
+		std::lock_guard<std::mutex> g(ev->mu);
+		ev->t = std::chrono::steady_clock::now();
+		ev->done++;
+		ev->cv.notify_all();
+	});
 	return CUDA_SUCCESS;
 }
-CUresult cuEventDestroy_v2(void* e) { NEED_CTX(); delete (Ev*)e; return CUDA_SUCCESS; }
+static long ev_issued(Ev* ev) { std::lock_guard<std::mutex> g(ev->mu); return ev->issued; }
+CUresult cuEventSynchronize(void* e) { NEED_CTX(); Ev* ev = (Ev*)e; ev->wait_for(ev_issued(ev)); return CUDA_SUCCESS; }
+CUresult cuEventQuery(void* e) {
+	NEED_CTX();
+	Ev* ev = (Ev*)e;
+	std::lock_guard<std::mutex> g(ev->mu);
+	return ev->done < ev->issued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) {
+	NEED_CTX();
+	Ev* ev = (Ev*)e;
+	long n = ev_issued(ev);
+	fake_enqueue(s, [ev, n] { ev->wait_for(n); });
+	return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+	NEED_CTX();
+	Ev* ea = (Ev*)a;
+	Ev* eb = (Ev*)b;
+	std::chrono::steady_clock::time_point ta, tb;
+	{
+		std::lock_guard<std::mutex> g(ea->mu);
+		if (ea->done < ea->issued || ea->done == 0) return CUDA_ERROR_NOT_READY;
+		ta = ea->t;
+	}
+	{
+		std::lock_guard<std::mutex> g(eb->mu);
+		if (eb->done < eb->issued || eb->done == 0) return CUDA_ERROR_NOT_READY;
+		tb = eb->t;
+	}
+	*ms = std::chrono::duration<float, std::milli>(tb - ta).count();
+	return CUDA_SUCCESS;
+}
+// A pending record finishes first (the driver defers the release likewise).
+CUresult cuEventDestroy_v2(void* e) { NEED_CTX(); Ev* ev = (Ev*)e; ev->wait_for(ev_issued(ev)); delete ev; return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(void** m, const void* image) {
 	NEED_CTX();
 	const char* s = (const char*)image;
@@ -264,6 +313,7 @@ CUresult cuGetErrorName(CUresult r, const char** s) {
 	case 200: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
 	case 201: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
 	case 500: *s = "CUDA_ERROR_NOT_FOUND"; break;
+	case 600: *s = "CUDA_ERROR_NOT_READY"; break;
 	default: *s = "CUDA_ERROR_UNKNOWN";
 	}
 	return CUDA_SUCCESS;
