@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,35 +69,46 @@ static bool inited;
 struct Stream {
 	std::mutex mu;
 	std::condition_variable cv;
-	std::deque<std::function<void()>> q;
+	// Each item's post runs after the item stops counting as busy (an
+	// event completes only once the work before it is no longer pending).
+	struct Item { std::function<void()> fn, post; };
+	std::deque<Item> q;
 	int busy = 0; // queued + running
 	bool stop = false;
 	std::thread th;
 };
 static void stream_loop(Stream* st) {
 	for (;;) {
-		std::function<void()> fn;
+		Stream::Item it;
 		{
 			std::unique_lock<std::mutex> g(st->mu);
 			st->cv.wait(g, [&] { return !st->q.empty() || st->stop; });
 			if (st->q.empty()) return;
-			fn = std::move(st->q.front());
+			it = std::move(st->q.front());
 			st->q.pop_front();
 		}
-		fn();
-		std::lock_guard<std::mutex> g(st->mu);
-		st->busy--;
-		st->cv.notify_all();
+		it.fn();
+		{
+			std::lock_guard<std::mutex> g(st->mu);
+			st->busy--;
+			st->cv.notify_all();
+		}
+		if (it.post) it.post();
 	}
 }
-void fake_enqueue(void* s, std::function<void()> fn) {
-	if (!s) { fn(); return; }
+static void fake_enqueue_post(void* s, std::function<void()> fn, std::function<void()> post) {
+	if (!s) {
+		fn();
+		if (post) post();
+		return;
+	}
 	Stream* st = (Stream*)s;
 	std::lock_guard<std::mutex> g(st->mu);
 	st->busy++;
-	st->q.push_back(std::move(fn));
+	st->q.push_back(Stream::Item{std::move(fn), std::move(post)});
 	st->cv.notify_all();
 }
+void fake_enqueue(void* s, std::function<void()> fn) { fake_enqueue_post(s, std::move(fn), nullptr); }
 static bool stream_busy(void* s) {
 	if (!s) return false;
 	Stream* st = (Stream*)s;
@@ -224,9 +236,10 @@ CUresult cuEventRecord(void* e, void* s) {
 	NEED_CTX();
 	Ev* ev = (Ev*)e;
 	{ std::lock_guard<std::mutex> g(ev->mu); ev->issued++; }
-	fake_enqueue(s, [ev] {
+	auto t = std::make_shared<std::chrono::steady_clock::time_point>();
+	fake_enqueue_post(s, [t] { *t = std::chrono::steady_clock::now(); }, [ev, t] {
 		std::lock_guard<std::mutex> g(ev->mu);
-		ev->t = std::chrono::steady_clock::now();
+		ev->t = *t;
 		ev->done++;
 		ev->cv.notify_all();
 	});
