@@ -21,7 +21,9 @@ const (
 	ViaCopy Via = "copy"
 	// ViaNCCL: a collective, run by package nccl.
 	ViaNCCL Via = "nccl"
-	// ViaUnsupported: not on CUDA yet; the CPU backend runs it.
+	// ViaUnsupported: not on CUDA (PlanOp refuses it, naming the gap).
+	// Every ir operator has a CUDA path today; a new operator is listed
+	// so until it gets one.
 	ViaUnsupported Via = "unsupported"
 )
 
@@ -101,7 +103,7 @@ func OpSupport(kind ir.OpKind) (Support, bool) {
 	return Support{Kind: kind}, false
 }
 
-// Unsupported lists the kinds that do not run on CUDA yet, sorted.
+// Unsupported lists the kinds that do not run on CUDA, sorted (none today).
 func Unsupported() []ir.OpKind {
 	var out []ir.OpKind
 	for _, s := range support {
