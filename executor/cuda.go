@@ -169,7 +169,10 @@ func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F
 		}(r, rk)
 	}
 	wg.Wait()
-	return d, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // newCUDARank plans rank r's ops, opens its GPU, allocates its memory and
