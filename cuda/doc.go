@@ -15,11 +15,14 @@
 //     through a channel (device.go documents the rule);
 //   - kernel launches whose parameters live in C memory (malloc from libc),
 //     never in movable Go memory (launch.go documents the rule);
-//   - the CUDA C sources of hap's elementwise, normalisation, loss,
-//     optimiser and data-movement kernels (kernels.go), compiled by NVRTC at
-//     run time and cached per device by source hash, and the mapping from
-//     every ir operator kind to a kernel, to cuBLAS, to a copy, to NCCL or to
-//     an explicit "not yet on CUDA" (ops.go, plan.go).
+//   - the CUDA C sources of hap's kernels (kernels.go): elementwise,
+//     normalisation, loss, optimiser, data movement, and the row passes,
+//     layout changes and gathers around cuBLAS for attention, convolution,
+//     pooling, top-2 gating and einsum; compiled by NVRTC at run time and
+//     cached per device by source hash;
+//   - the mapping from every ir operator kind to kernels, cuBLAS, a copy or
+//     NCCL (ops.go), and per-op launch plans in pure Go (plan.go,
+//     plan_nn.go), run on a stream by Ctx.Run.
 //
 // cuda imports ir (for the operator mapping) and nothing else of hap. It
 // must not import cpu, executor or anything above them (its tests use cpu

@@ -42,6 +42,22 @@ func TestFakeOpsMatchCPU(t *testing.T) {
 	runOpSuite(t, dev, fakeOpts)
 }
 
+// TestFakeConvBands runs the convolutions one image per band (the column
+// budget forces it), so band offsets and the weight gradient's β = 1
+// accumulation are exercised.
+func TestFakeConvBands(t *testing.T) {
+	_, dev := fakeDevice(t)
+	opt := fakeOpts
+	opt.MaxColumnElems = 1
+	for _, c := range opCases {
+		if !strings.HasPrefix(c.name, "conv2d") {
+			continue
+		}
+		t.Run(c.name+"/f32", func(t *testing.T) { runCase[float32](t, dev, c, ir.Float32, 1e-4, opt) })
+		t.Run(c.name+"/f64", func(t *testing.T) { runCase[float64](t, dev, c, ir.Float64, 1e-10, opt) })
+	}
+}
+
 func TestFakeRuntimeInfo(t *testing.T) {
 	rt, dev := fakeDevice(t)
 	n, err := rt.DeviceCount()

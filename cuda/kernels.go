@@ -40,6 +40,9 @@ const (
 	PConstB   ParamKind = "const B*"         // DevicePtr
 	PB        ParamKind = "B*"               // DevicePtr
 	PConstI64 ParamKind = "const long long*" // DevicePtr (int64 ids, labels)
+	PI64Buf   ParamKind = "long long*"       // DevicePtr (int64 scratch: MoE routes)
+	PConstF64 ParamKind = "const double*"    // DevicePtr (float64 scratch)
+	PF64Buf   ParamKind = "double*"          // DevicePtr (float64 scratch: MoE probabilities)
 	PValT     ParamKind = "T"                // float32 or float64, as the module
 	PI32      ParamKind = "int"              // int32
 	PI64      ParamKind = "long long"        // int64
@@ -87,6 +90,18 @@ var kernelSigs = []KernelSig{
 	{"reduce_sum", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
 	{"permute", []ParamKind{PConstB, PB, PI64, PI32, PDims, PDims}},
 	{"axis_copy", []ParamKind{PB, PConstB, PI64, PI64, PI64, PI64, PI64, PI64}},
+	{"attn_softmax", []ParamKind{PT, PI64, PI64, PI64, PI32}},
+	{"attn_softmax_grad", []ParamKind{PConstT, PT, PI64, PI64}},
+	{"im2col", []ParamKind{PConstT, PT, PI64, PDims, PI64, PI64, PI64}},
+	{"col2im", []ParamKind{PConstT, PT, PI64, PDims, PI64}},
+	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"max_pool_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
+	{"adaptive_avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"adaptive_avg_pool_grad", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"top2_route", []ParamKind{PConstT, PI64Buf, PF64Buf, PI64, PI64}},
+	{"top2_slots", []ParamKind{PI64Buf, PI64, PI64, PI64}},
+	{"top2_write", []ParamKind{PConstI64, PConstF64, PT, PT, PI64, PI64, PI64}},
+	{"top2_grad", []ParamKind{PConstT, PConstI64, PConstF64, PConstT, PT, PI64, PI64, PI64}},
 }
 
 // KernelSigs returns the kernel table, sorted by name.
@@ -517,6 +532,247 @@ extern "C" __global__ void K(axis_copy)(B* dst, const B* src, long long outer, l
 	GRID_STRIDE(e, outer * w) {
 		long long o = e / w, c = e % w;
 		dst[o * dstRow + dstOff + c] = src[o * srcRow + srcOff + c];
+	}
+}
+
+// ---- attention (the GEMMs are cuBLAS calls; these are the row passes) ----
+// Softmax of attention scores in place, as cpu.attnProbs: p holds rows =
+// batch·s rows of t scores; row r is query r % s. A causal row i keeps
+// keys j ≤ i and writes 0 after them.
+extern "C" __global__ void K(attn_softmax)(T* p, long long rows, long long s, long long t, int causal) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		T* pr = p + r * t;
+		long long n = t;
+		if (causal) { long long i = r % s; n = i + 1 < t ? i + 1 : t; }
+		A mx = h_neginf();
+		COLS(j, n) mx = h_max(mx, (A)pr[j]);
+		mx = block_max(mx, sh);
+		A sum = 0;
+		COLS(j, n) sum += h_exp((A)pr[j] - mx);
+		sum = block_sum(sum, sh);
+		A inv = (A)1 / sum;
+		COLS(j, t) pr[j] = j < n ? (T)((A)(T)h_exp((A)pr[j] - mx) * inv) : (T)0;
+	}
+}
+// dS = P ⊙ (dP − rowsum(dP ⊙ P)) in place in dp (cpu.attentionGrad);
+// masked entries have P = 0, so their dS is 0.
+extern "C" __global__ void K(attn_softmax_grad)(const T* p, T* dp, long long rows, long long t) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		const T* pr = p + r * t;
+		T* dr = dp + r * t;
+		A s = 0;
+		COLS(j, t) s += (A)pr[j] * (A)dr[j];
+		s = block_sum(s, sh);
+		COLS(j, t) dr[j] = (T)((A)pr[j] * ((A)dr[j] - s));
+	}
+}
+
+// ---- convolution (NCHW; the products are cuBLAS GEMMs) ----
+// g = {C, H, W, KH, KW, OH, OW, stride}; K = C·KH·KW rows, P = OH·OW pixels.
+// im2col: for nb images of x (x points at the first), element (kk, n, p) of
+// the column matrix, kk = (c·KH + i)·KW + j, goes to col[kk·rowStride +
+// n·imgStride + p]: x[n, c, oy·S − pad + i, ox·S − pad + j], 0 in the padding.
+extern "C" __global__ void K(im2col)(const T* x, T* col, long long nb, Dims g, long long pad, long long rowStride, long long imgStride) {
+	long long C = g.v[0], H = g.v[1], W = g.v[2], KH = g.v[3], KW = g.v[4], OW = g.v[6], S = g.v[7];
+	long long P = g.v[5] * OW, KK = C * KH * KW;
+	GRID_STRIDE(e, nb * KK * P) {
+		long long p = e % P, kk = (e / P) % KK, n = e / (P * KK);
+		long long j = kk % KW, i = (kk / KW) % KH, c = kk / (KW * KH);
+		long long y = (p / OW) * S - pad + i, xx = (p % OW) * S - pad + j;
+		T v = (T)0;
+		if (y >= 0 && y < H && xx >= 0 && xx < W) v = x[((n * C + c) * H + y) * W + xx];
+		col[kk * rowStride + n * imgStride + p] = v;
+	}
+}
+// col2im, im2col's adjoint as a gather (deterministic, no atomics): each
+// element of dx (nb images) sums the column entries read from it, in (i, j)
+// order as cpu.col2im adds them; col is laid out [n][kk][p].
+extern "C" __global__ void K(col2im)(const T* col, T* dx, long long nb, Dims g, long long pad) {
+	long long C = g.v[0], H = g.v[1], W = g.v[2], KH = g.v[3], KW = g.v[4], OH = g.v[5], OW = g.v[6], S = g.v[7];
+	long long P = OH * OW, KK = C * KH * KW;
+	GRID_STRIDE(e, nb * C * H * W) {
+		long long xx = e % W, y = (e / W) % H, c = (e / (W * H)) % C, n = e / (W * H * C);
+		const T* cn = col + n * KK * P;
+		A s = 0;
+		for (long long i = 0; i < KH; i++) {
+			long long ty = y + pad - i;
+			if (ty < 0 || ty % S != 0 || ty / S >= OH) continue;
+			for (long long j = 0; j < KW; j++) {
+				long long tx = xx + pad - j;
+				if (tx < 0 || tx % S != 0 || tx / S >= OW) continue;
+				s += (A)cn[((c * KH + i) * KW + j) * P + (ty / S) * OW + tx / S];
+			}
+		}
+		dx[e] = (T)s;
+	}
+}
+
+// ---- pooling (g = {H, W, OH, OW, kernel, stride}; planes = N·C) ----
+// The first maximum of window (oy, ox) in row-major order; a NaN wins and
+// propagates (cpu.poolArgmax).
+__device__ long long pool_argmax(const T* xp, long long w, long long k, long long s, long long oy, long long ox) {
+	long long y0 = oy * s, x0 = ox * s;
+	long long best = y0 * w + x0;
+	T bv = xp[best];
+	for (long long i = 0; i < k; i++)
+		for (long long j = 0; j < k; j++) {
+			long long at = (y0 + i) * w + x0 + j;
+			T v = xp[at];
+			if (v > bv || (v != v && bv == bv)) { best = at; bv = v; }
+		}
+	return best;
+}
+extern "C" __global__ void K(max_pool)(const T* x, T* y, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3], KS = g.v[4], S = g.v[5];
+	GRID_STRIDE(e, planes * OH * OW) {
+		long long q = e % (OH * OW);
+		const T* xp = x + (e / (OH * OW)) * H * W;
+		y[e] = xp[pool_argmax(xp, W, KS, S, q / OW, q % OW)];
+	}
+}
+// dx gathers dy from every window whose argmax it is, windows in (oy, ox)
+// order as cpu.maxPool2dGrad scatters them.
+extern "C" __global__ void K(max_pool_grad)(const T* x, const T* dy, T* dx, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3], KS = g.v[4], S = g.v[5];
+	GRID_STRIDE(e, planes * H * W) {
+		long long pl = e / (H * W), at = e % (H * W), yy = at / W, xx = at % W;
+		const T* xp = x + pl * H * W;
+		const T* dyp = dy + pl * OH * OW;
+		long long oy0 = yy - KS + 1 > 0 ? (yy - KS + 1 + S - 1) / S : 0, oy1 = yy / S < OH - 1 ? yy / S : OH - 1;
+		long long ox0 = xx - KS + 1 > 0 ? (xx - KS + 1 + S - 1) / S : 0, ox1 = xx / S < OW - 1 ? xx / S : OW - 1;
+		T s = (T)0;
+		for (long long oy = oy0; oy <= oy1; oy++)
+			for (long long ox = ox0; ox <= ox1; ox++)
+				if (pool_argmax(xp, W, KS, S, oy, ox) == at) s += dyp[oy * OW + ox];
+		dx[e] = s;
+	}
+}
+// Adaptive average pooling over PyTorch's bins: bin i of in → out covers
+// [⌊i·in/out⌋, ⌈(i+1)·in/out⌉). Sums in double, as cpu.adaptiveAvgPool2d.
+// g = {H, W, OH, OW}.
+extern "C" __global__ void K(adaptive_avg_pool)(const T* x, T* y, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3];
+	GRID_STRIDE(e, planes * OH * OW) {
+		long long q = e % (OH * OW), i = q / OW, j = q % OW;
+		const T* xp = x + (e / (OH * OW)) * H * W;
+		long long rs = i * H / OH, re = ((i + 1) * H + OH - 1) / OH;
+		long long cs = j * W / OW, ce = ((j + 1) * W + OW - 1) / OW;
+		double s = 0;
+		for (long long r = rs; r < re; r++)
+			for (long long c = cs; c < ce; c++) s += (double)xp[r * W + c];
+		y[e] = (T)(s / (double)((re - rs) * (ce - cs)));
+	}
+}
+// Each dx element gathers dy[i,j]/|bin| from every bin holding it, in (i, j)
+// order as cpu.adaptiveAvgPool2dGrad spreads them.
+extern "C" __global__ void K(adaptive_avg_pool_grad)(const T* dy, T* dx, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3];
+	GRID_STRIDE(e, planes * H * W) {
+		long long at = e % (H * W), r = at / W, c = at % W;
+		const T* dyp = dy + (e / (H * W)) * OH * OW;
+		T s = (T)0;
+		for (long long i = 0; i < OH; i++) {
+			long long rs = i * H / OH, re = ((i + 1) * H + OH - 1) / OH;
+			if (r < rs || r >= re) continue;
+			for (long long j = 0; j < OW; j++) {
+				long long cs = j * W / OW, ce = ((j + 1) * W + OW - 1) / OW;
+				if (c < cs || c >= ce) continue;
+				s += (T)((double)dyp[i * OW + j] / (double)((re - rs) * (ce - cs)));
+			}
+		}
+		dx[e] = s;
+	}
+}
+
+// ---- GShard top-2 gating (cpu.top2Routing) ----
+// route holds 4 values per token: e1, e2, c1, c2 (slot, −1 when dropped);
+// prob holds p1, p2. Probabilities are in double for every element type.
+__device__ double top2_prob(const T* row, long long k, double m, double sum) { return exp((double)row[k] - m) / sum; }
+__device__ void top2_stats(const T* row, long long e, double* m, double* sum) {
+	double mx = (double)h_neginf();
+	for (long long k = 0; k < e; k++) mx = (double)row[k] > mx ? (double)row[k] : mx;
+	double s = 0;
+	for (long long k = 0; k < e; k++) s += exp((double)row[k] - mx);
+	*m = mx;
+	*sum = s;
+}
+// Per token: the softmax, the first choice (highest probability, lowest
+// index on ties) and the second (the same over the other experts).
+extern "C" __global__ void K(top2_route)(const T* logits, long long* route, double* prob, long long tokens, long long e) {
+	GRID_STRIDE(t, tokens) {
+		const T* row = logits + t * e;
+		double m, sum;
+		top2_stats(row, e, &m, &sum);
+		long long e1 = 0;
+		double p1 = top2_prob(row, 0, m, sum);
+		for (long long k = 1; k < e; k++) {
+			double pk = top2_prob(row, k, m, sum);
+			if (pk > p1) { e1 = k; p1 = pk; }
+		}
+		long long e2 = -1;
+		double p2 = 0;
+		for (long long k = 0; k < e; k++) {
+			if (k == e1) continue;
+			double pk = top2_prob(row, k, m, sum);
+			if (e2 < 0 || pk > p2) { e2 = k; p2 = pk; }
+		}
+		route[4 * t] = e1;
+		route[4 * t + 1] = e2;
+		prob[2 * t] = p1;
+		prob[2 * t + 1] = p2;
+	}
+}
+// One thread per expert assigns its capacity slots in token order: first
+// choices, then second choices after min(first choices, cap); a slot ≥ cap
+// is dropped (−1).
+extern "C" __global__ void K(top2_slots)(long long* route, long long tokens, long long e, long long cap) {
+	GRID_STRIDE(x, e) {
+		long long fill = 0;
+		for (long long t = 0; t < tokens; t++)
+			if (route[4 * t] == x) { route[4 * t + 2] = fill < cap ? fill : -1; fill++; }
+		if (fill > cap) fill = cap;
+		for (long long t = 0; t < tokens; t++)
+			if (route[4 * t + 1] == x) {
+				if (fill < cap) { route[4 * t + 3] = fill; fill++; }
+				else route[4 * t + 3] = -1;
+			}
+	}
+}
+// combine[t,e,c] = p/(p1+p2) and dispatch[t,e,c] = 1 for each kept choice;
+// both must be zeroed first.
+extern "C" __global__ void K(top2_write)(const long long* route, const double* prob, T* combine, T* dispatch,
+                                         long long tokens, long long e, long long cap) {
+	GRID_STRIDE(t, tokens) {
+		double p1 = prob[2 * t], p2 = prob[2 * t + 1], s = p1 + p2;
+		long long e1 = route[4 * t], e2 = route[4 * t + 1], c1 = route[4 * t + 2], c2 = route[4 * t + 3];
+		if (c1 >= 0) { long long i = (t * e + e1) * cap + c1; combine[i] = (T)(p1 / s); dispatch[i] = (T)1; }
+		if (c2 >= 0) { long long i = (t * e + e2) * cap + c2; combine[i] = (T)(p2 / s); dispatch[i] = (T)1; }
+	}
+}
+// dlogits of combine with the routing fixed (cpu.top2GateGrad).
+extern "C" __global__ void K(top2_grad)(const T* logits, const long long* route, const double* prob, const T* dc, T* dl,
+                                        long long tokens, long long e, long long cap) {
+	GRID_STRIDE(t, tokens) {
+		long long e1 = route[4 * t], e2 = route[4 * t + 1], c1 = route[4 * t + 2], c2 = route[4 * t + 3];
+		double dg1 = c1 >= 0 ? (double)dc[(t * e + e1) * cap + c1] : 0.0;
+		double dg2 = c2 >= 0 ? (double)dc[(t * e + e2) * cap + c2] : 0.0;
+		T* dr = dl + t * e;
+		if (dg1 == 0 && dg2 == 0) {
+			for (long long k = 0; k < e; k++) dr[k] = (T)0;
+			continue;
+		}
+		double p1 = prob[2 * t], p2 = prob[2 * t + 1], s = p1 + p2;
+		double dp1 = p2 * (dg1 - dg2) / (s * s), dp2 = p1 * (dg2 - dg1) / (s * s);
+		double dot = p1 * dp1 + p2 * dp2;
+		const T* row = logits + t * e;
+		double m, sum;
+		top2_stats(row, e, &m, &sum);
+		for (long long k = 0; k < e; k++) {
+			double dpk = k == e1 ? dp1 : (k == e2 ? dp2 : 0.0);
+			dr[k] = (T)(top2_prob(row, k, m, sum) * (dpk - dot));
+		}
 	}
 }
 `

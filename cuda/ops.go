@@ -14,11 +14,16 @@ const (
 	ViaKernel Via = "kernel"
 	// ViaCUBLAS: a cuBLAS GEMM.
 	ViaCUBLAS Via = "cublas"
+	// ViaCUBLASKernel: cuBLAS GEMMs with this package's kernels around
+	// them (layout changes, row passes).
+	ViaCUBLASKernel Via = "cublas+kernel"
 	// ViaCopy: a device-to-device copy (the bytes do not change).
 	ViaCopy Via = "copy"
 	// ViaNCCL: a collective, run by package nccl.
 	ViaNCCL Via = "nccl"
-	// ViaUnsupported: not on CUDA yet; the CPU backend runs it.
+	// ViaUnsupported: not on CUDA (PlanOp refuses it, naming the gap).
+	// Every ir operator has a CUDA path today; a new operator is listed
+	// so until it gets one.
 	ViaUnsupported Via = "unsupported"
 )
 
@@ -50,14 +55,14 @@ var support = []Support{
 	{ir.OpConcat, ViaKernel, []string{"axis_copy"}, "one copy per input"},
 	{ir.OpSplit, ViaKernel, []string{"axis_copy"}, "one copy per output"},
 	{ir.OpSlice, ViaKernel, []string{"axis_copy"}, ""},
-	{ir.OpAttention, ViaUnsupported, nil, "to build from batched GEMMs and the softmax kernels (or a fused kernel)"},
-	{ir.OpConv2D, ViaUnsupported, nil, "needs cuDNN or an im2col kernel plus GEMM"},
-	{ir.OpMaxPool2D, ViaUnsupported, nil, ""},
-	{ir.OpAdaptiveAvgPool2D, ViaUnsupported, nil, ""},
+	{ir.OpAttention, ViaCUBLASKernel, []string{"attn_softmax"}, "scores and output by strided-batched GEMMs, masked row softmax in between (scores in the workspace)"},
+	{ir.OpConv2D, ViaCUBLASKernel, []string{"im2col"}, "im2col into the workspace (a bounded band of images at a time), then one strided-batched GEMM per band"},
+	{ir.OpMaxPool2D, ViaKernel, []string{"max_pool"}, "one thread per output; first maximum, NaN propagates"},
+	{ir.OpAdaptiveAvgPool2D, ViaKernel, []string{"adaptive_avg_pool"}, "one thread per output, sums in double"},
 	{ir.OpCrossEntropy, ViaKernel, []string{"ce_rows", "sum_to_scalar"}, "labels outside the classes give NaN"},
 	{ir.OpNLLLoss, ViaKernel, []string{"nll_rows", "sum_to_scalar"}, "labels outside the classes give NaN"},
-	{ir.OpTop2Gate, ViaUnsupported, nil, "MoE gating"},
-	{ir.OpEinsum, ViaUnsupported, nil, "to map onto batched GEMMs with permutes"},
+	{ir.OpTop2Gate, ViaKernel, []string{"top2_route", "top2_slots", "top2_write"}, "per-token choices, per-expert slot assignment in token order (deterministic)"},
+	{ir.OpEinsum, ViaCUBLASKernel, []string{"permute"}, "operands permuted to [batch, m, k] and [batch, k, n], one strided-batched GEMM, result permuted to the output order"},
 	{ir.OpReduceSum, ViaKernel, []string{"reduce_sum"}, "one thread per output element, deterministic"},
 	{ir.OpFillLike, ViaKernel, []string{"fill"}, ""},
 	{ir.OpReLUGrad, ViaKernel, []string{"relu_grad"}, ""},
@@ -69,14 +74,14 @@ var support = []Support{
 	{ir.OpLayerNormGrad, ViaKernel, []string{"layer_norm_grad_dx", "layer_norm_grad_gb"}, "row statistics pass through the workspace"},
 	{ir.OpEmbeddingGrad, ViaKernel, []string{"embedding_grad"}, "atomicAdd: last bits vary between runs"},
 	{ir.OpPad, ViaKernel, []string{"axis_copy"}, "after zeroing the output"},
-	{ir.OpAttentionGrad, ViaUnsupported, nil, ""},
-	{ir.OpConv2DGradInput, ViaUnsupported, nil, ""},
-	{ir.OpConv2DGradWeight, ViaUnsupported, nil, ""},
-	{ir.OpMaxPool2DGrad, ViaUnsupported, nil, ""},
-	{ir.OpAdaptiveAvgPool2DGrad, ViaUnsupported, nil, ""},
+	{ir.OpAttentionGrad, ViaCUBLASKernel, []string{"attn_softmax", "attn_softmax_grad"}, "probabilities recomputed; five strided-batched GEMMs"},
+	{ir.OpConv2DGradInput, ViaCUBLASKernel, []string{"col2im"}, "Wᵀ·dy per image (strided-batched GEMM), then col2im as a gather (deterministic)"},
+	{ir.OpConv2DGradWeight, ViaCUBLASKernel, []string{"im2col", "permute"}, "dy permuted to [O, images·pixels], one GEMM against the band's columns, bands accumulated (β = 1)"},
+	{ir.OpMaxPool2DGrad, ViaKernel, []string{"max_pool_grad"}, "gather: each input element sums the windows whose argmax it is (deterministic)"},
+	{ir.OpAdaptiveAvgPool2DGrad, ViaKernel, []string{"adaptive_avg_pool_grad"}, "gather over the bins holding each element (deterministic)"},
 	{ir.OpCrossEntropyGrad, ViaKernel, []string{"ce_grad"}, ""},
 	{ir.OpNLLLossGrad, ViaKernel, []string{"nll_grad"}, ""},
-	{ir.OpTop2GateGrad, ViaUnsupported, nil, ""},
+	{ir.OpTop2GateGrad, ViaKernel, []string{"top2_route", "top2_slots", "top2_grad"}, "routing recomputed, then one thread per token"},
 	{ir.OpSGDUpdate, ViaKernel, []string{"sgd"}, ""},
 	{ir.OpAdamUpdate, ViaKernel, []string{"adam"}, "in double precision, as the CPU backend"},
 	{ir.OpAllGather, ViaNCCL, nil, "nccl: ncclAllGather (padded) or one ncclBroadcast per root (grouped)"},
@@ -98,7 +103,7 @@ func OpSupport(kind ir.OpKind) (Support, bool) {
 	return Support{Kind: kind}, false
 }
 
-// Unsupported lists the kinds that do not run on CUDA yet, sorted.
+// Unsupported lists the kinds that do not run on CUDA, sorted (none today).
 func Unsupported() []ir.OpKind {
 	var out []ir.OpKind
 	for _, s := range support {

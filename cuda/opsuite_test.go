@@ -20,8 +20,9 @@ type opCase struct {
 
 func prm(b *ir.Builder, name string, shape ...int) ir.TensorID { return b.Param(name, shape...) }
 
-// opCases covers every operator kind the CUDA support table maps to a
-// kernel, cuBLAS or a copy (TestOpSuiteCoversMappedKinds checks it).
+// opCases covers every operator kind the CUDA support table maps to
+// kernels, cuBLAS or a copy (TestOpSuiteCoversMappedKinds checks it), with
+// odd sizes so no loop divides evenly.
 var opCases = []opCase{
 	{"relu", func(b *ir.Builder) ir.TensorID { return b.ReLU(prm(b, "x", 5, 7)) }},
 	{"gelu", func(b *ir.Builder) ir.TensorID { return b.GELU(prm(b, "x", 5, 7)) }},
@@ -103,6 +104,83 @@ var opCases = []opCase{
 	{"matmul/batched-trans-both", func(b *ir.Builder) ir.TensorID {
 		return b.MatMulT(prm(b, "x", 2, 4, 6), prm(b, "w", 2, 5, 4), true, true)
 	}},
+	{"attention", func(b *ir.Builder) ir.TensorID {
+		return b.Attention(prm(b, "q", 2, 3, 5, 4), prm(b, "k", 2, 3, 7, 4), prm(b, "v", 2, 3, 7, 6), false)
+	}},
+	{"attention/causal", func(b *ir.Builder) ir.TensorID {
+		return b.Attention(prm(b, "q", 3, 6, 4), prm(b, "k", 3, 6, 4), prm(b, "v", 3, 6, 5), true)
+	}},
+	{"attention/no-keys", func(b *ir.Builder) ir.TensorID {
+		return b.Attention(prm(b, "q", 2, 3, 4), prm(b, "k", 2, 0, 4), prm(b, "v", 2, 0, 5), false)
+	}},
+	{"attention_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAttentionGrad, ir.Attrs{Scale: 0.5}, prm(b, "q", 2, 3, 5, 4), prm(b, "k", 2, 3, 7, 4),
+			prm(b, "v", 2, 3, 7, 6), prm(b, "dy", 2, 3, 5, 6))[0]
+	}},
+	{"attention_grad/causal", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAttentionGrad, ir.Attrs{Scale: 0.4, Causal: true}, prm(b, "q", 3, 6, 4), prm(b, "k", 3, 6, 4),
+			prm(b, "v", 3, 6, 5), prm(b, "dy", 3, 6, 5))[0]
+	}},
+	{"attention_grad/no-queries", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAttentionGrad, ir.Attrs{Scale: 0.4}, prm(b, "q", 2, 0, 4), prm(b, "k", 2, 3, 4),
+			prm(b, "v", 2, 3, 5), prm(b, "dy", 2, 0, 5))[0]
+	}},
+	{"conv2d", func(b *ir.Builder) ir.TensorID {
+		return b.Conv2D(prm(b, "x", 3, 2, 7, 6), prm(b, "w", 4, 2, 3, 3), 2, 1)
+	}},
+	{"conv2d/unpadded", func(b *ir.Builder) ir.TensorID {
+		return b.Conv2D(prm(b, "x", 2, 3, 5, 5), prm(b, "w", 2, 3, 3, 2), 1, 0)
+	}},
+	{"conv2d/pointwise", func(b *ir.Builder) ir.TensorID {
+		return b.Conv2D(prm(b, "x", 2, 3, 4, 5), prm(b, "w", 4, 3, 1, 1), 1, 0)
+	}},
+	{"conv2d_grad_input", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 2, Pad: 1, Shape: []int{3, 2, 7, 6}}, prm(b, "dy", 3, 4, 4, 3), prm(b, "w", 4, 2, 3, 3))[0]
+	}},
+	{"conv2d_grad_input/pointwise", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 1, Shape: []int{2, 3, 4, 5}}, prm(b, "dy", 2, 4, 4, 5), prm(b, "w", 4, 3, 1, 1))[0]
+	}},
+	{"conv2d_grad_weight", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 2, Pad: 1, Shape: []int{4, 2, 3, 3}}, prm(b, "x", 3, 2, 7, 6), prm(b, "dy", 3, 4, 4, 3))[0]
+	}},
+	{"conv2d_grad_weight/one-output", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 1, Shape: []int{1, 3, 3, 2}}, prm(b, "x", 2, 3, 5, 5), prm(b, "dy", 2, 1, 3, 4))[0]
+	}},
+	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2) }},
+	{"max_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2) }},
+	{"max_pool2d_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpMaxPool2DGrad, ir.Attrs{Kernel: 3, Stride: 2}, prm(b, "x", 2, 3, 7, 6), prm(b, "dy", 2, 3, 3, 2))[0]
+	}},
+	{"max_pool2d_grad/overlap-stride1", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpMaxPool2DGrad, ir.Attrs{Kernel: 2, Stride: 1}, prm(b, "x", 1, 2, 4, 5), prm(b, "dy", 1, 2, 3, 4))[0]
+	}},
+	{"adaptive_avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 2, 3, 7, 5), 3, 4) }},
+	{"adaptive_avg_pool2d/upsample", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 1, 2, 2, 3), 3, 5) }},
+	{"adaptive_avg_pool2d_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAdaptiveAvgPool2DGrad, ir.Attrs{Shape: []int{2, 3, 7, 5}}, prm(b, "dy", 2, 3, 3, 4))[0]
+	}},
+	{"adaptive_avg_pool2d_grad/upsample", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAdaptiveAvgPool2DGrad, ir.Attrs{Shape: []int{1, 2, 2, 3}}, prm(b, "dy", 1, 2, 3, 5))[0]
+	}},
+	{"top2_gate", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 11, 4), 3); return c }},
+	{"top2_gate/roomy", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 7, 3), 8); return c }},
+	{"top2_gate_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpTop2GateGrad, ir.Attrs{Capacity: 3}, prm(b, "x", 11, 4), prm(b, "dc", 11, 4, 3))[0]
+	}},
+	{"einsum/dispatch", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("tec,td->ecd", prm(b, "m", 6, 3, 2), prm(b, "x", 6, 5))
+	}},
+	{"einsum/combine", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("tec,ecd->td", prm(b, "c", 6, 3, 2), prm(b, "y", 3, 2, 5))
+	}},
+	{"einsum/batched-no-permute", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("bij,bjk->bik", prm(b, "x", 3, 4, 5), prm(b, "y", 3, 5, 2))
+	}},
+	{"einsum/transposed-out", func(b *ir.Builder) ir.TensorID { return b.Einsum("ij,jk->ki", prm(b, "x", 4, 5), prm(b, "y", 5, 3)) }},
+	{"einsum/batch-inside", func(b *ir.Builder) ir.TensorID {
+		return b.Einsum("abc,cb->ab", prm(b, "x", 4, 3, 5), prm(b, "y", 5, 3))
+	}},
+	{"einsum/elementwise", func(b *ir.Builder) ir.TensorID { return b.Einsum("ij,ij->ij", prm(b, "x", 4, 5), prm(b, "y", 4, 5)) }},
 }
 
 // emit2 emits a two-input same-shape op.
@@ -309,6 +387,25 @@ func runCase[F cpu.Float](t *testing.T, dev *cuda.Device, c opCase, dt ir.DType,
 	for i := range want {
 		if err := compare(want[i], got[i], tol); err != nil {
 			t.Errorf("output %d (%s): %v", i, g.Tensor(op.Outputs[i]).Name, err)
+		}
+	}
+}
+
+// TestOpSuiteCoversMappedKinds: every kind that runs on CUDA outside NCCL
+// has at least one case in the suite.
+func TestOpSuiteCoversMappedKinds(t *testing.T) {
+	covered := map[ir.OpKind]bool{}
+	for _, c := range opCases {
+		_, op := buildCase(t, c, ir.Float32)
+		covered[op.Kind] = true
+	}
+	for _, k := range ir.Kinds() {
+		s, ok := cuda.OpSupport(k)
+		if !ok || s.Via == cuda.ViaNCCL {
+			continue
+		}
+		if !covered[k] {
+			t.Errorf("%s runs on CUDA via %s but no op-suite case covers it", k, s.Via)
 		}
 	}
 }

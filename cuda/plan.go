@@ -86,6 +86,10 @@ type PlanOptions struct {
 	MaxGrid int
 	// TF32 allows TF32 tensor cores for float32 GEMMs.
 	TF32 bool
+	// MaxColumnElems caps the elements of a convolution's column matrix
+	// in the workspace (default 1<<24); larger batches are processed a
+	// band of images at a time.
+	MaxColumnElems int64
 }
 
 func (o PlanOptions) norm() (PlanOptions, error) {
@@ -94,6 +98,9 @@ func (o PlanOptions) norm() (PlanOptions, error) {
 	}
 	if o.MaxGrid == 0 {
 		o.MaxGrid = 65535
+	}
+	if o.MaxColumnElems == 0 {
+		o.MaxColumnElems = 1 << 24
 	}
 	if o.Block < 1 || o.Block > 1024 || o.Block&(o.Block-1) != 0 {
 		return o, fmt.Errorf("block size %d is not a power of two in [1,1024]", o.Block)
@@ -138,7 +145,7 @@ func (p *planner) launch(base string, dt ir.DType, grid Dim3, args ...any) error
 func checkArg(k ParamKind, dt ir.DType, v any) error {
 	var want reflect.Type
 	switch k {
-	case PConstT, PT, PConstA, PA, PConstB, PB, PConstI64:
+	case PConstT, PT, PConstA, PA, PConstB, PB, PConstI64, PI64Buf, PConstF64, PF64Buf:
 		want = reflect.TypeFor[BufRef]()
 	case PValT:
 		want = reflect.TypeFor[float64]()
@@ -406,6 +413,28 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 		return nil
 	case ir.OpMatMul:
 		return p.matmul(a, ins[0], ins[1], y)
+	case ir.OpAttention:
+		return p.attention(a, ins[0], ins[1], ins[2], nil, outs)
+	case ir.OpAttentionGrad:
+		return p.attention(a, ins[0], ins[1], ins[2], ins[3], outs)
+	case ir.OpConv2D:
+		return p.conv2d(a, ins[0].Shape, ins[1].Shape, dt)
+	case ir.OpConv2DGradInput:
+		return p.conv2dGradInput(a, ins[1].Shape, dt)
+	case ir.OpConv2DGradWeight:
+		return p.conv2dGradWeight(a, ins[0].Shape, dt)
+	case ir.OpMaxPool2D:
+		return p.maxPool(a, ins[0].Shape, false, dt)
+	case ir.OpMaxPool2DGrad:
+		return p.maxPool(a, ins[0].Shape, true, dt)
+	case ir.OpAdaptiveAvgPool2D:
+		return p.adaptivePool(ins[0].Shape, a.Shape, false, dt)
+	case ir.OpAdaptiveAvgPool2DGrad:
+		return p.adaptivePool(a.Shape, ins[0].Shape[2:], true, dt)
+	case ir.OpTop2Gate, ir.OpTop2GateGrad:
+		return p.top2(op.Kind, a, ins[0].Shape, dt)
+	case ir.OpEinsum:
+		return p.einsum(a, ins[0], ins[1], y)
 	}
 	return fmt.Errorf("the support table maps %s to %s but the planner has no case for it", op.Kind, sup.Via)
 }

@@ -1,10 +1,18 @@
-// Package executor runs distributed programs: it lowers a plan's program
-// for every device, derives each device's training step, feeds each device
-// its shards, and steps all devices together over a backend. The CPU
-// backend runs N virtual devices as goroutines of one process exchanging
-// data in memory (package cpu), which is how hap proves a distributed
-// program equal to single-device training (Verify).
+// Package executor runs distributed programs. It owns what every backend
+// shares: lowering a plan's program for every device, deriving each
+// device's training step, setting the initial parameters and optimizer
+// state, cutting each batch into each device's shards, stepping all
+// devices together, and assembling and comparing results (Run, Train,
+// Verify). It also owns the two backends behind its Backend interface:
 //
-// executor imports ir, encode, lower and cpu; nothing imports it but the
-// command line and bench.
+//   - CPU (backend.go): N virtual devices as goroutines of one process,
+//     computing with package cpu and exchanging data in memory with NCCL's
+//     semantics; this is how hap proves a distributed program equal to
+//     single-device training (Verify);
+//   - CUDA (cuda.go): one GPU per rank driven from this process, tensors in
+//     device memory placed by lifetime (arena.go), ops through package
+//     cuda's kernel/cuBLAS plans, collectives through package nccl.
+//
+// executor imports ir, encode, lower, cpu, cuda and nccl; nothing imports
+// it but the command line and bench, and cuda and nccl never import it.
 package executor

@@ -8,25 +8,47 @@ import (
 	"hap/ir"
 )
 
-// StepReport is one distributed training step on the CPU backend.
+// StepReport is one distributed training step.
 type StepReport struct {
 	Step int     `json:"step"`
 	Loss float64 `json:"loss"`
-	// PerDevice is each virtual device's wall seconds for the step
-	// (including time blocked in collectives).
+	// PerDevice is each device's wall seconds for the step (including time
+	// blocked in collectives).
 	PerDevice []float64 `json:"per_device_seconds"`
 }
 
-// Run trains fwd for opt.Steps steps under p on N virtual CPU devices,
-// from the shared initial parameters, on synthetic batches.
-func Run(fwd *ir.Graph, p *encode.Program, opt Options) ([]StepReport, error) {
-	if opt.DType == ir.Float64 {
-		return run[float64](fwd, p, opt)
-	}
-	return run[float32](fwd, p, opt)
+// Training is the outcome of Train.
+type Training struct {
+	Backend string `json:"backend"`
+	// Devices names each rank's device.
+	Devices []string     `json:"devices"`
+	Steps   []StepReport `json:"steps"`
+	// Params are the trained parameters, each assembled from the devices'
+	// pieces to its original shape, by name (float64 values).
+	Params map[string][]float64 `json:"-"`
 }
 
-func run[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) ([]StepReport, error) {
+// Run trains fwd for opt.Steps steps under p on opt's backend (the CPU
+// backend's virtual devices by default), from the shared initial
+// parameters, on synthetic batches, and reports each step.
+func Run(fwd *ir.Graph, p *encode.Program, opt Options) ([]StepReport, error) {
+	t, err := Train(fwd, p, opt)
+	if err != nil {
+		return nil, err
+	}
+	return t.Steps, nil
+}
+
+// Train is Run that also returns the device names and the trained
+// parameters.
+func Train(fwd *ir.Graph, p *encode.Program, opt Options) (*Training, error) {
+	if opt.DType == ir.Float64 {
+		return train[float64](fwd, p, opt)
+	}
+	return train[float32](fwd, p, opt)
+}
+
+func train[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Training, error) {
 	if err := encode.Check(fwd, p); err != nil {
 		return nil, err
 	}
@@ -36,22 +58,47 @@ func run[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) ([]StepRepo
 			init[t.ID] = cpu.InitParam[F](t, opt.Seed)
 		}
 	}
-	devs, err := devices(fwd, p, opt, func(t ir.TensorID) *cpu.Tensor[F] { return init[t] })
+	ranks, devs, err := start(fwd, p, opt, func(t ir.TensorID) *cpu.Tensor[F] { return init[t] })
 	if err != nil {
 		return nil, err
 	}
-	var out []StepReport
+	defer devs.Close()
+	out := &Training{Backend: opt.backend().Name(), Devices: devs.Describe(), Params: map[string][]float64{}}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
-		res, secs, err := stepAllTimed(fwd, p, devs, batch)
+		res, err := devs.Step(feeds(fwd, p, ranks, batch), false)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", k+1, err)
 		}
-		rep := StepReport{Step: k + 1, PerDevice: secs}
-		for _, r := range res {
-			rep.Loss += r.Loss
+		rep := StepReport{Step: k + 1, PerDevice: make([]float64, len(res))}
+		for r, x := range res {
+			rep.Loss += x.Loss
+			rep.PerDevice[r] = x.Seconds
 		}
-		out = append(out, rep)
+		out.Steps = append(out.Steps, rep)
+	}
+	for i := range fwd.Tensors {
+		t := &fwd.Tensors[i]
+		if t.Kind != ir.Param {
+			continue
+		}
+		pieces := make([]*cpu.Tensor[F], len(ranks))
+		for r, rk := range ranks {
+			// The training step extends the local graph, so the local
+			// leaf's ID is its ID in the step too.
+			lt := rk.local.Leaf[t.ID]
+			if lt == ir.NoTensor {
+				return nil, fmt.Errorf("device %d holds no piece of parameter %q", r, t.Name)
+			}
+			if pieces[r], err = devs.Value(r, lt); err != nil {
+				return nil, err
+			}
+		}
+		v, err := assemble(t.Name, p, ranks[0].local.Placement[t.ID], t.Shape, pieces)
+		if err != nil {
+			return nil, err
+		}
+		out.Params[t.Name] = v.Float64s()
 	}
 	return out, nil
 }

@@ -3,8 +3,6 @@ package executor
 import (
 	"fmt"
 	"math"
-	"sync"
-	"time"
 
 	"hap/cpu"
 	"hap/encode"
@@ -12,12 +10,22 @@ import (
 	"hap/lower"
 )
 
-// Options configure a verification run.
+// Options configure a run or a verification.
 type Options struct {
 	DType     ir.DType // Float32 or Float64
 	Steps     int
 	Seed      uint64
 	Optimizer ir.Optimizer
+	// Backend runs the distributed devices; nil is the CPU backend. The
+	// single-device reference of Verify always runs on the CPU.
+	Backend Backend
+}
+
+func (o Options) backend() Backend {
+	if o.Backend == nil {
+		return CPU{}
+	}
+	return o.Backend
 }
 
 // Diff is the worst disagreement over a family of values (the loss, the
@@ -74,6 +82,7 @@ func (d *Diff) finish() {
 
 // Report compares K distributed steps with K single-device steps.
 type Report struct {
+	Backend string    `json:"backend"`
 	Devices int       `json:"devices"`
 	Steps   int       `json:"steps"`
 	DType   string    `json:"dtype"`
@@ -88,8 +97,8 @@ func (r *Report) Max() float64 {
 	return math.Max(r.Loss.MaxRel, math.Max(r.Grads.MaxRel, r.Params.MaxRel))
 }
 
-// Verify trains fwd for opt.Steps steps single-device and distributed under
-// p on the CPU backend, from the same initial parameters and the same
+// Verify trains fwd for opt.Steps steps single-device on the CPU and
+// distributed under p on opt's backend, from the same initial parameters and the same
 // synthetic batches, and reports how far the distributed loss, gradients
 // and updated parameters are from the single-device ones.
 func Verify(fwd *ir.Graph, p *encode.Program, opt Options) (*Report, error) {
@@ -102,11 +111,10 @@ func Verify(fwd *ir.Graph, p *encode.Program, opt Options) (*Report, error) {
 	return verify[float32](fwd, p, opt)
 }
 
-// device is one rank's lowered training step and trainer.
-type device[F cpu.Float] struct {
+// rank is one device's lowered program and training step.
+type rank struct {
 	local *lower.Local
 	step  *ir.Graph
-	tr    *cpu.Trainer[F]
 	// param maps the original parameter to this device's param slot.
 	param map[ir.TensorID]ir.ParamSlot
 }
@@ -126,10 +134,10 @@ func shard[F cpu.Float](v *cpu.Tensor[F], p *encode.Program, pl encode.Placement
 	return out
 }
 
-// Devices lowers p for every device and derives each training step.
-func devices[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func(ir.TensorID) *cpu.Tensor[F]) ([]*device[F], error) {
-	devs := make([]*device[F], p.NumDevices())
-	for r := range devs {
+// lowerAll lowers p for every device and derives each training step.
+func lowerAll(fwd *ir.Graph, p *encode.Program, opt Options) ([]*rank, error) {
+	ranks := make([]*rank, p.NumDevices())
+	for r := range ranks {
 		loc, err := lower.BuildLocal(fwd, p, r)
 		if err != nil {
 			return nil, err
@@ -138,65 +146,72 @@ func devices[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init fu
 		if err != nil {
 			return nil, fmt.Errorf("device %d: %w", r, err)
 		}
-		tr, err := cpu.NewTrainer[F](step, opt.Seed)
-		if err != nil {
-			return nil, err
-		}
-		d := &device[F]{local: loc, step: step, tr: tr, param: map[ir.TensorID]ir.ParamSlot{}}
+		rk := &rank{local: loc, step: step, param: map[ir.TensorID]ir.ParamSlot{}}
 		byLocal := map[ir.TensorID]ir.ParamSlot{}
 		for _, ps := range step.Train.Params {
 			byLocal[ps.Param] = ps
 		}
 		for t, lt := range loc.Leaf {
-			if lt == ir.NoTensor || fwd.Tensors[t].Kind != ir.Param {
+			if ps, ok := byLocal[lt]; ok && lt != ir.NoTensor && fwd.Tensors[t].Kind == ir.Param {
+				rk.param[ir.TensorID(t)] = ps
+			}
+		}
+		ranks[r] = rk
+	}
+	return ranks, nil
+}
+
+// start lowers p, starts opt's backend with one device per rank and sets
+// every device's initial state: each parameter is its share of
+// init(original parameter); optimizer state starts as cpu.InitParam makes
+// it (zeros).
+func start[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func(ir.TensorID) *cpu.Tensor[F]) ([]*rank, Devices[F], error) {
+	ranks, err := lowerAll(fwd, p, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	steps := make([]*ir.Graph, len(ranks))
+	for r, rk := range ranks {
+		steps[r] = rk.step
+	}
+	devs, err := open[F](opt.backend(), steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	for r, rk := range ranks {
+		fromOrig := map[ir.TensorID]ir.TensorID{}
+		for t, ps := range rk.param {
+			fromOrig[ps.Param] = t
+		}
+		for i := range rk.step.Tensors {
+			t := &rk.step.Tensors[i]
+			if t.Kind != ir.Param && t.Kind != ir.State {
 				continue
 			}
-			ps := byLocal[lt]
-			d.param[ir.TensorID(t)] = ps
-			tr.SetValue(ps.Param, shard(init(ir.TensorID(t)), p, loc.Placement[t], fwd.Tensors[t].Shape, r))
-		}
-		devs[r] = d
-	}
-	return devs, nil
-}
-
-// stepAll runs one step on every device concurrently; the first failure
-// aborts the group so no device waits forever.
-func stepAll[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], batch map[ir.TensorID]*cpu.Tensor[F]) ([]*cpu.StepResult[F], error) {
-	res, _, err := stepAllTimed(fwd, p, devs, batch)
-	return res, err
-}
-
-// stepAllTimed is stepAll that also reports each device's wall time.
-func stepAllTimed[F cpu.Float](fwd *ir.Graph, p *encode.Program, devs []*device[F], batch map[ir.TensorID]*cpu.Tensor[F]) ([]*cpu.StepResult[F], []float64, error) {
-	group := cpu.NewGroup(len(devs))
-	res := make([]*cpu.StepResult[F], len(devs))
-	errs := make([]error, len(devs))
-	secs := make([]float64, len(devs))
-	var wg sync.WaitGroup
-	for r, d := range devs {
-		local := map[ir.TensorID]*cpu.Tensor[F]{}
-		for t, v := range batch {
-			local[d.local.Leaf[t]] = shard(v, p, d.local.Placement[t], fwd.Tensors[t].Shape, r)
-		}
-		wg.Add(1)
-		go func(r int, d *device[F]) {
-			defer wg.Done()
-			t0 := time.Now()
-			res[r], errs[r] = d.tr.Step(&cpu.Ctx{Comm: group.Comm(r)}, local)
-			secs[r] = time.Since(t0).Seconds()
-			if errs[r] != nil {
-				group.Abort(fmt.Errorf("device %d: %w", r, errs[r]))
+			v := cpu.InitParam[F](t, opt.Seed)
+			if orig, ok := fromOrig[t.ID]; ok {
+				v = shard(init(orig), p, rk.local.Placement[orig], fwd.Tensors[orig].Shape, r)
 			}
-		}(r, d)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %d: %w", r, err)
+			if err := devs.SetValue(r, t.ID, v); err != nil {
+				devs.Close()
+				return nil, nil, err
+			}
 		}
 	}
-	return res, secs, nil
+	return ranks, devs, nil
+}
+
+// feeds cuts one batch of the original inputs and labels into every
+// device's shards.
+func feeds[F cpu.Float](fwd *ir.Graph, p *encode.Program, ranks []*rank, batch map[ir.TensorID]*cpu.Tensor[F]) []map[ir.TensorID]*cpu.Tensor[F] {
+	out := make([]map[ir.TensorID]*cpu.Tensor[F], len(ranks))
+	for r, rk := range ranks {
+		out[r] = map[ir.TensorID]*cpu.Tensor[F]{}
+		for t, v := range batch {
+			out[r][rk.local.Leaf[t]] = shard(v, p, rk.local.Placement[t], fwd.Tensors[t].Shape, r)
+		}
+	}
+	return out
 }
 
 // assemble rebuilds an original parameter-shaped value from every device's
@@ -256,18 +271,19 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 	if err != nil {
 		return nil, err
 	}
-	devs, err := devices(fwd, p, opt, func(t ir.TensorID) *cpu.Tensor[F] { return ref.Value(t) })
+	ranks, devs, err := start(fwd, p, opt, func(t ir.TensorID) *cpu.Tensor[F] { return ref.Value(t) })
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
+	defer devs.Close()
+	rep := &Report{Backend: opt.backend().Name(), Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
 		want, err := ref.Step(nil, batch)
 		if err != nil {
 			return nil, fmt.Errorf("single-device step %d: %w", k+1, err)
 		}
-		got, err := stepAll(fwd, p, devs, batch)
+		got, err := devs.Step(feeds(fwd, p, ranks, batch), true)
 		if err != nil {
 			return nil, fmt.Errorf("distributed step %d: %w", k+1, err)
 		}
@@ -280,14 +296,16 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 		for _, ps := range single.Train.Params {
 			t := ps.Param
 			name := fwd.Tensors[t].Name
-			grads := make([]*cpu.Tensor[F], len(devs))
-			vals := make([]*cpu.Tensor[F], len(devs))
-			for r, d := range devs {
-				slot := d.param[t]
+			grads := make([]*cpu.Tensor[F], len(ranks))
+			vals := make([]*cpu.Tensor[F], len(ranks))
+			for r, rk := range ranks {
+				slot := rk.param[t]
 				grads[r] = got[r].Grads[slot.Param]
-				vals[r] = d.tr.Value(slot.Param)
+				if vals[r], err = devs.Value(r, slot.Param); err != nil {
+					return nil, err
+				}
 			}
-			pl, shape := devs[0].local.Placement[t], fwd.Tensors[t].Shape
+			pl, shape := ranks[0].local.Placement[t], fwd.Tensors[t].Shape
 			g, err := assemble(name+" gradient", p, pl, shape, grads)
 			if err != nil {
 				return nil, err

@@ -29,6 +29,9 @@ type env struct {
 	stdout, stderr io.Writer
 	// progress reports whether stderr is a terminal worth drawing progress on.
 	progress bool
+	// getenv reads the environment where a command consults it (GPU
+	// library discovery); nil is os.Getenv.
+	getenv func(string) string
 }
 
 // errUsage marks a command-line mistake: exit status 2.
@@ -130,8 +133,7 @@ func flags(e *env, name, usage string) *pflag.FlagSet {
 func parse(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fs.Usage()
-			return err
+			return err // pflag has printed the help
 		}
 		return usageErr("%v", err)
 	}

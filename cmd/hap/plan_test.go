@@ -129,7 +129,7 @@ func TestCatalogAndClustersJSON(t *testing.T) {
 	}
 }
 
-func TestRunCPUAndCUDAWithoutDriver(t *testing.T) {
+func TestRunCPU(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "p.json")
 	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-cp", "-o", f); code != 0 {
 		t.Fatal(errs)
@@ -145,8 +145,6 @@ func TestRunCPUAndCUDAWithoutDriver(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 2 || len(reps[0].PerDevice) != 8 {
 		t.Fatalf("run output %q: %v", out, err)
 	}
-	code, _, errs = runCLI("run", f, "--backend", "cuda")
-	if os.Getenv("HAP_CUDA_LIB_DIR") == "" && (code != 1 || !strings.Contains(errs, "no CUDA driver found") || strings.Count(errs, "\n") != 1) {
-		t.Errorf("run cuda without a driver: exit %d, stderr %q", code, errs)
-	}
+	// (TestCUDACommandsWithoutDriver checks --backend cuda without a
+	// driver; TestRunCUDAOnStandIn with one.)
 }

@@ -3,19 +3,26 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
+	"hap/cluster"
+	"hap/cost"
 	"hap/cuda"
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
+	"hap/nccl"
 	"hap/plan"
 )
 
 func runRun(e *env, args []string) error {
-	fs := flags(e, "run", "PLAN --backend cpu|cuda [--steps K] [--dtype float32|float64] [--json]")
-	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda")
+	fs := flags(e, "run", "PLAN --backend cpu|cuda [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--json]")
+	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device)")
 	steps := fs.Int("steps", 3, "training steps")
 	dtype := fs.String("dtype", "float32", "float32 or float64")
+	block := fs.Int("block", 0, "cuda: threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
+	tf32 := fs.Bool("tf32", false, "cuda: let float32 GEMMs use TF32 tensor cores (faster, ~10-bit mantissa)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -30,6 +37,9 @@ func runRun(e *env, args []string) error {
 	if *steps < 1 {
 		return usageErr("--steps must be ≥ 1")
 	}
+	if *block != 0 && (*block < 32 || *block > 1024 || *block&(*block-1) != 0) {
+		return usageErr("--block must be a power of two in [32, 1024]")
+	}
 	pl, err := plan.Read(fs.Arg(0))
 	if err != nil {
 		return err
@@ -38,10 +48,23 @@ func runRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	opt := ir.Adam(1e-3)
+	if pl.Options.Optimizer == "sgd" {
+		opt = ir.SGD(1e-3)
+	}
+	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt}
 	switch *backend {
 	case "cpu":
 	case "cuda":
-		return cudaUnavailable()
+		rt, err := openCUDA(e)
+		if err != nil {
+			return err
+		}
+		run.Backend = executor.NewCUDA(executor.CUDAOptions{
+			Runtime: rt,
+			NCCL:    nccl.New(nccl.Options{Getenv: e.getenv}),
+			Plan:    cuda.PlanOptions{Block: *block, TF32: *tf32},
+		})
 	default:
 		return usageErr("--backend must be cpu or cuda")
 	}
@@ -49,48 +72,67 @@ func runRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opt := ir.Adam(1e-3)
-	if pl.Options.Optimizer == "sgd" {
-		opt = ir.SGD(1e-3)
-	}
-	reps, err := executor.Run(g, p, executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt})
+	tr, err := executor.Train(g, p, run)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return writeJSON(e, reps)
+		return writeJSON(e, tr.Steps)
 	}
-	fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
-	for _, r := range reps {
-		slowest := 0.0
-		for _, s := range r.PerDevice {
-			slowest = max(slowest, s)
+	if *backend == "cpu" {
+		fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
+		for _, r := range tr.Steps {
+			fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)\n", r.Step, r.Loss, slowest(r)*1e3)
 		}
-		fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)\n", r.Step, r.Loss, slowest*1e3)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "%s on %d GPUs for cluster %s, %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
+	for r, d := range tr.Devices {
+		fmt.Fprintf(e.stdout, "  device %d: %s\n", r, d)
+	}
+	for _, r := range tr.Steps {
+		per := make([]string, len(r.PerDevice))
+		for i, s := range r.PerDevice {
+			per[i] = fmt.Sprintf("%.1f", s*1e3)
+		}
+		fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)  per device: %s ms\n", r.Step, r.Loss, slowest(r)*1e3, strings.Join(per, " "))
 	}
 	return nil
 }
 
-// cudaUnavailable reports what the CUDA backend can do on this machine.
-func cudaUnavailable() error {
-	rt, err := cuda.Open(cuda.Options{})
+func slowest(r executor.StepReport) float64 {
+	s := 0.0
+	for _, x := range r.PerDevice {
+		s = max(s, x)
+	}
+	return s
+}
+
+// openCUDA loads the CUDA driver the way every cuda command does; without
+// one the error is cuda.ErrNoDriver's message, which lists where it
+// looked.
+func openCUDA(e *env) (*cuda.Runtime, error) {
+	rt, err := cuda.Open(cuda.Options{Getenv: e.getenv})
 	if err != nil {
 		if errors.Is(err, cuda.ErrNoDriver) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("cuda backend: %w", err)
+		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	n, err := rt.DeviceCount()
-	if err != nil {
-		return fmt.Errorf("cuda backend: %w", err)
-	}
-	return fmt.Errorf("found %d CUDA device(s), but executing plans on the CUDA backend is not wired into hap run yet (the kernels and NCCL bindings exist and are tested against a CPU stand-in; see docs/gpu-runtime.md)", n)
+	return rt, nil
 }
 
 func runProfile(e *env, args []string) error {
-	fs := flags(e, "profile", "--backend cuda -o FILE")
+	fs := flags(e, "profile", "--backend cuda -o FILE [--model M] [--batch N] [--device-type T] [--link nvlink|pcie] [--repeat R] [--json]")
 	backend := fs.String("backend", "cuda", "cuda")
 	out := fs.StringP("output", "o", "", "profile file to write")
+	model := fs.String("model", "bert-base", "zoo model or graph file whose training-step ops are timed")
+	batch := fs.Int("batch", 0, "global batch of the model (default: the model's)")
+	devType := fs.String("device-type", "", "catalog type of the GPUs (default: recognised from the driver's name)")
+	link := fs.String("link", "", "link class the all-reduce measures: nvlink or pcie (default: nvlink for SXM boards, else pcie)")
+	repeat := fs.Int("repeat", 5, "timed launches averaged per measurement")
+	block := fs.Int("block", 0, "threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
+	asJSON := fs.Bool("json", false, "print the measurements as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -100,5 +142,73 @@ func runProfile(e *env, args []string) error {
 	if *out == "" {
 		return usageErr("missing -o FILE")
 	}
-	return cudaUnavailable()
+	if *repeat < 1 {
+		return usageErr("--repeat must be ≥ 1")
+	}
+	if *link != "" && *link != "nvlink" && *link != "pcie" {
+		return usageErr("--link must be nvlink or pcie")
+	}
+	if *block != 0 && (*block < 32 || *block > 1024 || *block&(*block-1) != 0) {
+		return usageErr("--block must be a power of two in [32, 1024]")
+	}
+	rt, err := openCUDA(e)
+	if err != nil {
+		return err
+	}
+	g, err := models.Load(*model, models.Options{Batch: *batch, DType: ir.Float32})
+	if err != nil {
+		return err
+	}
+	res, err := executor.ProfileCUDA(executor.ProfileOptions{
+		Runtime: rt, NCCL: nccl.New(nccl.Options{Getenv: e.getenv}), Model: g, Optimizer: ir.Adam(1e-3),
+		DeviceType: *devType, Link: *link, Repeat: *repeat, Plan: cuda.PlanOptions{Block: *block},
+	})
+	if err != nil {
+		return err
+	}
+	comment := fmt.Sprintf("hap profile: %d × %s (catalog %s), float32\nops of %s's training step (%d ops timed, %d launches each)",
+		res.GPUs, res.GPU, res.DeviceType, res.Model, countOps(res), *repeat)
+	if res.NoCollective != "" {
+		comment += "\nno link measured: " + res.NoCollective
+	}
+	if err := os.WriteFile(*out, cost.FormatProfile(res.Profile, comment), 0o644); err != nil {
+		return err
+	}
+	// What the cost model will read back.
+	if _, err := cost.LoadProfile(*out); err != nil {
+		return fmt.Errorf("the profile written does not parse: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(e, res)
+	}
+	spec, _ := cluster.LookupDevice(res.DeviceType)
+	fmt.Fprintf(e.stdout, "%d × %s (catalog %s); ops of %s's training step\n", res.GPUs, res.GPU, res.DeviceType, res.Model)
+	fmt.Fprintf(e.stdout, "%-14s %5s %12s %10s %14s %8s\n", "class", "ops", "GFLOP", "ms", "achieved", "of peak")
+	for _, c := range res.Classes {
+		rate, frac := "-", "-"
+		if c.Rate > 0 {
+			rate = fmt.Sprintf("%.3g TFLOP/s", c.Rate/1e12)
+			if spec.FP32 > 0 {
+				frac = fmt.Sprintf("%.1f%%", 100*c.Rate/spec.FP32)
+			}
+		}
+		fmt.Fprintf(e.stdout, "%-14s %5d %12.4g %10.3f %14s %8s\n", c.Class, c.Ops, c.FLOPs/1e9, c.Seconds*1e3, rate, frac)
+	}
+	fmt.Fprintf(e.stdout, "memory bandwidth %.4g GB/s (datasheet %.4g GB/s)\n", res.MemBandwidth/1e9, spec.MemBandwidth/1e9)
+	if a := res.AllReduce; a != nil {
+		fmt.Fprintf(e.stdout, "all-reduce over %d GPUs (%s): %.4g GB/s link bandwidth, %.3g us latency (%d MiB in %.3f ms; 8 B in %.3f ms)\n",
+			a.Ranks, a.Link, a.Bandwidth/1e9, a.Latency*1e6, a.Bytes>>20, a.Seconds*1e3, a.SmallSeconds*1e3)
+	} else {
+		fmt.Fprintf(e.stdout, "no collective measured: %s\n", res.NoCollective)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s\n", *out)
+	return nil
+}
+
+func countOps(r *executor.ProfileResult) int {
+	n := 0
+	for _, c := range r.Classes {
+		n += c.Ops
+	}
+	return n
 }

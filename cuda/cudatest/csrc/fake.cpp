@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,35 +69,46 @@ static bool inited;
 struct Stream {
 	std::mutex mu;
 	std::condition_variable cv;
-	std::deque<std::function<void()>> q;
+	// Each item's post runs after the item stops counting as busy (an
+	// event completes only once the work before it is no longer pending).
+	struct Item { std::function<void()> fn, post; };
+	std::deque<Item> q;
 	int busy = 0; // queued + running
 	bool stop = false;
 	std::thread th;
 };
 static void stream_loop(Stream* st) {
 	for (;;) {
-		std::function<void()> fn;
+		Stream::Item it;
 		{
 			std::unique_lock<std::mutex> g(st->mu);
 			st->cv.wait(g, [&] { return !st->q.empty() || st->stop; });
 			if (st->q.empty()) return;
-			fn = std::move(st->q.front());
+			it = std::move(st->q.front());
 			st->q.pop_front();
 		}
-		fn();
-		std::lock_guard<std::mutex> g(st->mu);
-		st->busy--;
-		st->cv.notify_all();
+		it.fn();
+		{
+			std::lock_guard<std::mutex> g(st->mu);
+			st->busy--;
+			st->cv.notify_all();
+		}
+		if (it.post) it.post();
 	}
 }
-void fake_enqueue(void* s, std::function<void()> fn) {
-	if (!s) { fn(); return; }
+static void fake_enqueue_post(void* s, std::function<void()> fn, std::function<void()> post) {
+	if (!s) {
+		fn();
+		if (post) post();
+		return;
+	}
 	Stream* st = (Stream*)s;
 	std::lock_guard<std::mutex> g(st->mu);
 	st->busy++;
-	st->q.push_back(std::move(fn));
+	st->q.push_back(Stream::Item{std::move(fn), std::move(post)});
 	st->cv.notify_all();
 }
+void fake_enqueue(void* s, std::function<void()> fn) { fake_enqueue_post(s, std::move(fn), nullptr); }
 static bool stream_busy(void* s) {
 	if (!s) return false;
 	Stream* st = (Stream*)s;
@@ -206,18 +218,68 @@ CUresult cuStreamDestroy_v2(void* s) {
 }
 CUresult cuStreamSynchronize(void* s) { NEED_CTX(); stream_wait(s); return CUDA_SUCCESS; }
 CUresult cuStreamQuery(void* s) { NEED_CTX(); return stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
-CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) { NEED_CTX(); return CUDA_SUCCESS; }
-struct Ev { std::chrono::steady_clock::time_point t; };
+// Events are stream-ordered, as on a GPU: cuEventRecord queues the
+// timestamp behind the stream's work; synchronizing on an event (or making
+// a stream wait for it) waits for the records issued before the call.
+struct Ev {
+	std::mutex mu;
+	std::condition_variable cv;
+	long issued = 0, done = 0;
+	std::chrono::steady_clock::time_point t;
+	void wait_for(long n) {
+		std::unique_lock<std::mutex> g(mu);
+		cv.wait(g, [&] { return done >= n; });
+	}
+};
 CUresult cuEventCreate(void** e, unsigned flags) { NEED_CTX(); *e = new Ev(); return CUDA_SUCCESS; }
-CUresult cuEventRecord(void* e, void* s) { NEED_CTX(); ((Ev*)e)->t = std::chrono::steady_clock::now(); return CUDA_SUCCESS; }
-CUresult cuEventSynchronize(void* e) { NEED_CTX(); return CUDA_SUCCESS; }
-CUresult cuEventQuery(void* e) { NEED_CTX(); return CUDA_SUCCESS; }
-CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+CUresult cuEventRecord(void* e, void* s) {
 	NEED_CTX();
-	*ms = std::chrono::duration<float, std::milli>(((Ev*)b)->t - ((Ev*)a)->t).count();
+	Ev* ev = (Ev*)e;
+	{ std::lock_guard<std::mutex> g(ev->mu); ev->issued++; }
+	auto t = std::make_shared<std::chrono::steady_clock::time_point>();
+	fake_enqueue_post(s, [t] { *t = std::chrono::steady_clock::now(); }, [ev, t] {
+		std::lock_guard<std::mutex> g(ev->mu);
+		ev->t = *t;
+		ev->done++;
+		ev->cv.notify_all();
+	});
 	return CUDA_SUCCESS;
 }
-CUresult cuEventDestroy_v2(void* e) { NEED_CTX(); delete (Ev*)e; return CUDA_SUCCESS; }
+static long ev_issued(Ev* ev) { std::lock_guard<std::mutex> g(ev->mu); return ev->issued; }
+CUresult cuEventSynchronize(void* e) { NEED_CTX(); Ev* ev = (Ev*)e; ev->wait_for(ev_issued(ev)); return CUDA_SUCCESS; }
+CUresult cuEventQuery(void* e) {
+	NEED_CTX();
+	Ev* ev = (Ev*)e;
+	std::lock_guard<std::mutex> g(ev->mu);
+	return ev->done < ev->issued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) {
+	NEED_CTX();
+	Ev* ev = (Ev*)e;
+	long n = ev_issued(ev);
+	fake_enqueue(s, [ev, n] { ev->wait_for(n); });
+	return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+	NEED_CTX();
+	Ev* ea = (Ev*)a;
+	Ev* eb = (Ev*)b;
+	std::chrono::steady_clock::time_point ta, tb;
+	{
+		std::lock_guard<std::mutex> g(ea->mu);
+		if (ea->done < ea->issued || ea->done == 0) return CUDA_ERROR_NOT_READY;
+		ta = ea->t;
+	}
+	{
+		std::lock_guard<std::mutex> g(eb->mu);
+		if (eb->done < eb->issued || eb->done == 0) return CUDA_ERROR_NOT_READY;
+		tb = eb->t;
+	}
+	*ms = std::chrono::duration<float, std::milli>(tb - ta).count();
+	return CUDA_SUCCESS;
+}
+// A pending record finishes first (the driver defers the release likewise).
+CUresult cuEventDestroy_v2(void* e) { NEED_CTX(); Ev* ev = (Ev*)e; ev->wait_for(ev_issued(ev)); delete ev; return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(void** m, const void* image) {
 	NEED_CTX();
 	const char* s = (const char*)image;
@@ -264,6 +326,7 @@ CUresult cuGetErrorName(CUresult r, const char** s) {
 	case 200: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
 	case 201: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
 	case 500: *s = "CUDA_ERROR_NOT_FOUND"; break;
+	case 600: *s = "CUDA_ERROR_NOT_READY"; break;
 	default: *s = "CUDA_ERROR_UNKNOWN";
 	}
 	return CUDA_SUCCESS;

@@ -1,0 +1,607 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"hap/cpu"
+	"hap/cuda"
+	"hap/ir"
+	"hap/nccl"
+)
+
+// The CUDA backend: each rank runs on a GPU of this process (package
+// cuda's Device: one goroutine locked to an OS thread per GPU), tensors
+// live in device memory, ops run as the kernel/cuBLAS/copy plans of
+// cuda.PlanOp, and collectives as the NCCL plans of nccl.PlanOp on one
+// communicator over all ranks.
+//
+// Memory, per rank, is allocated once when the devices start:
+//   - every leaf of the training step (parameters, optimizer state,
+//     inputs, labels, the step counter) has its own place in one
+//     persistent block;
+//   - every computed tensor has a place in one arena, shared between
+//     tensors whose lifetimes (first producing op to last consuming op) do
+//     not overlap (packArena); the loss, gradients and updated parameters
+//     and state live to the end of the step;
+//   - one workspace (the largest any op plan asks for) and one pair of
+//     collective staging buffers serve every op in turn, since a rank runs
+//     its ops in order on one stream.
+//
+// A step uploads the feeds, enqueues every op on the rank's stream without
+// waiting, then waits once (under the NCCL watchdog when there is a
+// communicator), reads the loss (and gradients when asked), and copies the
+// updated parameters and state over the old ones.
+
+// CUDAOptions configure the CUDA backend.
+type CUDAOptions struct {
+	// Runtime is the loaded CUDA libraries; nil opens them with the
+	// default discovery (cuda.Open).
+	Runtime *cuda.Runtime
+	// NCCL is the loaded NCCL library, needed when a plan has more than
+	// one device; nil opens it with the default discovery (nccl.Open).
+	NCCL *nccl.NCCL
+	// Ordinals[r] is the GPU rank r runs on; nil runs rank r on GPU r and
+	// requires as many GPUs as ranks. (Several ranks on one GPU work only
+	// where NCCL allows a GPU twice in a communicator: the test stand-in
+	// does, real NCCL does not.)
+	Ordinals []int
+	// Plan tunes the kernel launches (block size, grid cap, TF32).
+	Plan cuda.PlanOptions
+	// Timeout bounds each wait for collective work and the communicator
+	// set-up (0: nccl.DefaultTimeout).
+	Timeout time.Duration
+}
+
+// CUDA is the GPU backend (see CUDAOptions).
+type CUDA struct{ opt CUDAOptions }
+
+// NewCUDA returns a CUDA backend; nothing is loaded until devices start.
+func NewCUDA(opt CUDAOptions) *CUDA { return &CUDA{opt: opt} }
+
+// Name is "cuda".
+func (*CUDA) Name() string { return "cuda" }
+
+// Float32 starts float32 devices.
+func (b *CUDA) Float32(steps []*ir.Graph) (Devices[float32], error) {
+	return openCUDA[float32](b.opt, steps)
+}
+
+// Float64 starts float64 devices.
+func (b *CUDA) Float64(steps []*ir.Graph) (Devices[float64], error) {
+	return openCUDA[float64](b.opt, steps)
+}
+
+// cudaDevices is one cudaRank per rank.
+type cudaDevices[F cpu.Float] struct {
+	ranks []*cudaRank[F]
+	// broken is set once a step failed: communicators may be aborted and
+	// device state half-updated, so later steps refuse to run.
+	broken error
+}
+
+// cudaRank is one rank's GPU, plans and buffers.
+type cudaRank[F cpu.Float] struct {
+	rank, ordinal int
+	dev           *cuda.Device
+	comm          *nccl.Comm // nil with a single rank
+	g             *ir.Graph
+	ops           []cudaOp
+	addr          []cuda.DevicePtr // every tensor's address
+	allocs        []cuda.DevicePtr
+	stream        cuda.Stream
+	hasStream     bool
+	steps         int
+}
+
+// cudaOp is one op ready to enqueue.
+type cudaOp struct {
+	op     *ir.Op
+	kernel *cuda.OpPlan // compute ops
+	coll   *nccl.Plan   // collectives over several ranks
+	copyN  int64        // a collective over one rank: a copy of copyN bytes
+	bufs   cuda.Buffers
+	cbufs  nccl.Buffers
+	dt     ir.DType // the collective's element type
+}
+
+func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F], err error) {
+	rt := opt.Runtime
+	if rt == nil {
+		if rt, err = cuda.Open(cuda.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	n := len(steps)
+	ordinals := opt.Ordinals
+	if ordinals == nil {
+		count, err := rt.DeviceCount()
+		if err != nil {
+			return nil, err
+		}
+		if n > count {
+			return nil, fmt.Errorf("the plan has %d devices but this machine has %d GPU(s); one process drives its local GPUs (run across machines with one process per GPU)", n, count)
+		}
+		for r := 0; r < n; r++ {
+			ordinals = append(ordinals, r)
+		}
+	}
+	if len(ordinals) != n {
+		return nil, fmt.Errorf("%d GPU ordinals for %d devices", len(ordinals), n)
+	}
+	d := &cudaDevices[F]{}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	for r, g := range steps {
+		rk, err := newCUDARank[F](rt, r, n, ordinals[r], g, opt.Plan)
+		if err != nil {
+			return nil, err
+		}
+		d.ranks = append(d.ranks, rk)
+	}
+	if n == 1 {
+		return d, nil
+	}
+	lib := opt.NCCL
+	if lib == nil {
+		if lib, err = nccl.Open(nccl.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	id, err := lib.UniqueID()
+	if err != nil {
+		return nil, err
+	}
+	// Every rank joins at once (each on its own GPU thread); set-up
+	// completes only when all have.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, rk := range d.ranks {
+		wg.Add(1)
+		go func(r int, rk *cudaRank[F]) {
+			defer wg.Done()
+			rk.comm, errs[r] = lib.InitRank(rk.dev, id, n, r, nccl.CommOptions{Timeout: opt.Timeout})
+		}(r, rk)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// newCUDARank plans rank r's ops, opens its GPU, allocates its memory and
+// compiles the kernels it uses.
+func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, po cuda.PlanOptions) (*cudaRank[F], error) {
+	if g.Train == nil {
+		return nil, fmt.Errorf("device %d: graph %q is not a training step", r, g.Name)
+	}
+	rk := &cudaRank[F]{rank: r, ordinal: ordinal, g: g}
+	var workMax, sendMax, recvMax int64
+	rk.ops = make([]cudaOp, len(g.Ops))
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		o := &rk.ops[i]
+		o.op = op
+		ins, outs := operands(g, op)
+		var err error
+		switch {
+		case ir.IsCollective(op.Kind) && n == 1:
+			// One rank: every collective is the identity.
+			o.copyN = int64(outs[0].Shape.Numel() * outs[0].DType.Size())
+		case ir.IsCollective(op.Kind):
+			o.dt = ins[0].DType
+			if o.coll, err = nccl.PlanOp(op, ins[0], n); err == nil && op.Kind == ir.OpAllReduce {
+				o.coll.Rank = r
+			}
+			if err == nil {
+				es := int64(o.dt.Size())
+				sendMax, recvMax = max(sendMax, o.coll.SendElems*es), max(recvMax, o.coll.RecvElems*es)
+			}
+		default:
+			if o.kernel, err = cuda.PlanOp(op, ins, outs, po); err == nil {
+				workMax = max(workMax, o.kernel.WorkBytes)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", r, err)
+		}
+	}
+	leafOff, leafBytes, actOff, actBytes := layout(g)
+	dev, err := rt.OpenDevice(ordinal)
+	if err != nil {
+		return nil, fmt.Errorf("device %d (GPU %d): %w", r, ordinal, err)
+	}
+	rk.dev = dev
+	err = dev.Do(func(c *cuda.Ctx) error {
+		alloc := func(bytes int64) (cuda.DevicePtr, error) {
+			if bytes == 0 {
+				return 0, nil
+			}
+			p, err := c.Alloc(int(bytes))
+			if err == nil {
+				rk.allocs = append(rk.allocs, p)
+			}
+			return p, err
+		}
+		leaves, err := alloc(leafBytes)
+		if err != nil {
+			return fmt.Errorf("%d bytes of parameters, state and inputs: %w", leafBytes, err)
+		}
+		acts, err := alloc(actBytes)
+		if err != nil {
+			return fmt.Errorf("%d bytes of activations: %w", actBytes, err)
+		}
+		work, err := alloc(workMax)
+		if err != nil {
+			return fmt.Errorf("%d bytes of workspace: %w", workMax, err)
+		}
+		send, err := alloc(sendMax)
+		if err != nil {
+			return err
+		}
+		recv, err := alloc(recvMax)
+		if err != nil {
+			return err
+		}
+		rk.addr = make([]cuda.DevicePtr, len(g.Tensors))
+		for i := range g.Tensors {
+			if g.Tensors[i].Kind.IsLeaf() {
+				rk.addr[i] = leaves.Add(leafOff[i])
+			} else {
+				rk.addr[i] = acts.Add(actOff[i])
+			}
+		}
+		for i := range rk.ops {
+			o := &rk.ops[i]
+			for _, t := range o.op.Inputs {
+				o.bufs.In = append(o.bufs.In, rk.addr[t])
+			}
+			for _, t := range o.op.Outputs {
+				o.bufs.Out = append(o.bufs.Out, rk.addr[t])
+			}
+			o.bufs.Work = work
+			if o.coll != nil {
+				o.cbufs = nccl.Buffers{In: o.bufs.In[0], Out: o.bufs.Out[0], Send: send, Recv: recv}
+			}
+			if o.kernel == nil {
+				continue
+			}
+			// Compile every kernel now, so the first step is not
+			// charged with NVRTC.
+			for _, st := range o.kernel.Steps {
+				if st.Kind == cuda.StepKernel {
+					if _, err := c.Kernel(cuda.KernelSource(st.DType), st.Kernel); err != nil {
+						return fmt.Errorf("op %q (%s): kernel %s: %w", o.op.Name, o.op.Kind, st.Kernel, err)
+					}
+				}
+			}
+		}
+		if rk.stream, err = c.NewStream(); err != nil {
+			return err
+		}
+		rk.hasStream = true
+		return nil
+	})
+	if err != nil {
+		rk.close()
+		return nil, fmt.Errorf("device %d (GPU %d): %w", r, ordinal, err)
+	}
+	return rk, nil
+}
+
+// operands returns op's input and output tensors.
+func operands(g *ir.Graph, op *ir.Op) (ins, outs []*ir.Tensor) {
+	for _, t := range op.Inputs {
+		ins = append(ins, &g.Tensors[t])
+	}
+	for _, t := range op.Outputs {
+		outs = append(outs, &g.Tensors[t])
+	}
+	return ins, outs
+}
+
+// layout places g's tensors: leaves one after another in their block,
+// computed tensors in an arena by lifetime.
+func layout(g *ir.Graph) (leafOff []int64, leafBytes int64, actOff []int64, actBytes int64) {
+	nt, end := len(g.Tensors), len(g.Ops)
+	leaf := make([]arenaSlot, nt)
+	act := make([]arenaSlot, nt)
+	first := make([]int, nt)
+	last := make([]int, nt)
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Outputs {
+			first[t], last[t] = i, i
+		}
+	}
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Inputs {
+			last[t] = max(last[t], i)
+		}
+	}
+	keep := []ir.TensorID{g.Loss}
+	for _, ps := range g.Train.Params {
+		keep = append(keep, ps.Grad, ps.Updated)
+		keep = append(keep, ps.NewState...)
+	}
+	for _, t := range keep {
+		if t != ir.NoTensor {
+			last[t] = end
+		}
+	}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		size := int64(t.Shape.Numel() * t.DType.Size())
+		if t.Kind.IsLeaf() {
+			// Leaves never share: every one is alive throughout.
+			leaf[i] = arenaSlot{size: size, first: 0, last: end}
+			act[i] = arenaSlot{size: 0, first: end + 1, last: end + 1}
+		} else {
+			act[i] = arenaSlot{size: size, first: first[i], last: last[i]}
+			leaf[i] = arenaSlot{size: 0, first: end + 1, last: end + 1}
+		}
+	}
+	leafOff, leafBytes = packArena(leaf)
+	actOff, actBytes = packArena(act)
+	return leafOff, leafBytes, actOff, actBytes
+}
+
+func (d *cudaDevices[F]) Describe() []string {
+	out := make([]string, len(d.ranks))
+	for r, rk := range d.ranks {
+		out[r] = fmt.Sprintf("GPU %d (%s)", rk.ordinal, rk.dev.Info().Name)
+	}
+	return out
+}
+
+// stateTensor checks that id is a parameter or state tensor of rank's step.
+func (d *cudaDevices[F]) stateTensor(rank int, id ir.TensorID) (*cudaRank[F], *ir.Tensor, error) {
+	if rank < 0 || rank >= len(d.ranks) {
+		return nil, nil, fmt.Errorf("no device %d of %d", rank, len(d.ranks))
+	}
+	rk := d.ranks[rank]
+	if int(id) < 0 || int(id) >= len(rk.g.Tensors) || (rk.g.Tensors[id].Kind != ir.Param && rk.g.Tensors[id].Kind != ir.State) {
+		return nil, nil, fmt.Errorf("device %d: tensor %d is not a parameter or state of %s", rank, id, rk.g.Name)
+	}
+	return rk, &rk.g.Tensors[id], nil
+}
+
+func (d *cudaDevices[F]) SetValue(rank int, id ir.TensorID, v *cpu.Tensor[F]) error {
+	rk, t, err := d.stateTensor(rank, id)
+	if err != nil {
+		return err
+	}
+	b, err := hostBytes(t, v)
+	if err != nil {
+		return fmt.Errorf("device %d: %w", rank, err)
+	}
+	if err := rk.dev.Upload(rk.addr[id], b); err != nil {
+		return fmt.Errorf("device %d (GPU %d): setting %q: %w", rank, rk.ordinal, t.Name, err)
+	}
+	return nil
+}
+
+func (d *cudaDevices[F]) Value(rank int, id ir.TensorID) (*cpu.Tensor[F], error) {
+	rk, t, err := d.stateTensor(rank, id)
+	if err != nil {
+		return nil, err
+	}
+	v := cpu.NewTensor[F](t.Shape, t.DType)
+	if err := rk.dev.Download(tensorBytes(v), rk.addr[id]); err != nil {
+		return nil, fmt.Errorf("device %d (GPU %d): reading %q: %w", rank, rk.ordinal, t.Name, err)
+	}
+	return v, nil
+}
+
+// tensorBytes is v's storage as bytes.
+func tensorBytes[F cpu.Float](v *cpu.Tensor[F]) []byte {
+	if v.Ints != nil {
+		return cuda.Bytes(v.Ints)
+	}
+	return cuda.Bytes(v.Data)
+}
+
+// hostBytes checks that v holds t's shape and element type and returns its
+// bytes.
+func hostBytes[F cpu.Float](t *ir.Tensor, v *cpu.Tensor[F]) ([]byte, error) {
+	if v == nil || !v.Shape.Equal(t.Shape) || (t.DType == ir.Int64) != (v.Ints != nil) || len(v.Data)+len(v.Ints) != t.Shape.Numel() {
+		return nil, fmt.Errorf("value for %s %q does not hold %s%v", t.Kind, t.Name, t.DType, t.Shape)
+	}
+	b := tensorBytes(v)
+	if int64(len(b)) != int64(t.Shape.Numel()*t.DType.Size()) {
+		return nil, fmt.Errorf("value for %q has %d-byte elements, the graph says %s", t.Name, len(b)/max(1, t.Shape.Numel()), t.DType)
+	}
+	return b, nil
+}
+
+// Step runs every rank's step inside its GPU thread, all at once. If one
+// fails, every communicator is aborted so no rank waits for it.
+func (d *cudaDevices[F]) Step(feeds []map[ir.TensorID]*cpu.Tensor[F], grads bool) ([]RankStep[F], error) {
+	if d.broken != nil {
+		return nil, fmt.Errorf("an earlier step failed: %w", d.broken)
+	}
+	if len(feeds) != len(d.ranks) {
+		return nil, fmt.Errorf("%d feeds for %d devices", len(feeds), len(d.ranks))
+	}
+	res := make([]RankStep[F], len(d.ranks))
+	errs := make([]error, len(d.ranks))
+	var wg sync.WaitGroup
+	var once sync.Once
+	cause := -1 // the rank whose failure aborted the others
+	for r, rk := range d.ranks {
+		wg.Add(1)
+		go func(r int, rk *cudaRank[F]) {
+			defer wg.Done()
+			t0 := time.Now()
+			err := rk.dev.Do(func(c *cuda.Ctx) error {
+				var err error
+				res[r], err = rk.step(c, feeds[r], grads)
+				return err
+			})
+			res[r].Seconds = time.Since(t0).Seconds()
+			if err != nil {
+				errs[r] = fmt.Errorf("GPU %d: %w", rk.ordinal, err)
+				once.Do(func() {
+					cause = r
+					d.abort()
+				})
+			}
+		}(r, rk)
+	}
+	wg.Wait()
+	if cause >= 0 {
+		// The other ranks' errors are the abort echoing back.
+		d.broken = fmt.Errorf("device %d: %w", cause, errs[cause])
+		return nil, d.broken
+	}
+	return res, nil
+}
+
+// abort aborts every communicator (from any goroutine), releasing ranks
+// blocked in collectives.
+func (d *cudaDevices[F]) abort() {
+	for _, rk := range d.ranks {
+		if rk.comm != nil {
+			rk.comm.Abort()
+		}
+	}
+}
+
+// step is one training step on the rank's GPU thread.
+func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], grads bool) (RankStep[F], error) {
+	var out RankStep[F]
+	g := rk.g
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Kind != ir.Input && t.Kind != ir.Label {
+			continue
+		}
+		v, ok := feed[t.ID]
+		if !ok {
+			return out, fmt.Errorf("no value fed for %s %q", t.Kind, t.Name)
+		}
+		b, err := hostBytes(t, v)
+		if err != nil {
+			return out, err
+		}
+		if err := c.CopyHtoD(rk.addr[t.ID], b); err != nil {
+			return out, fmt.Errorf("uploading %q: %w", t.Name, err)
+		}
+	}
+	if st := g.Train.Step; st != ir.NoTensor {
+		if err := c.CopyHtoD(rk.addr[st], cuda.Bytes([]F{F(rk.steps + 1)})); err != nil {
+			return out, fmt.Errorf("uploading the step counter: %w", err)
+		}
+	}
+	for i := range rk.ops {
+		if err := rk.enqueue(c, &rk.ops[i]); err != nil {
+			return out, fmt.Errorf("op %q (%s): %w", rk.ops[i].op.Name, rk.ops[i].op.Kind, err)
+		}
+	}
+	what := fmt.Sprintf("step %d", rk.steps+1)
+	if rk.comm != nil {
+		if err := rk.comm.Wait(c, rk.stream, what); err != nil {
+			return out, err
+		}
+	} else if err := c.SyncStream(rk.stream); err != nil {
+		return out, fmt.Errorf("%s: %w", what, err)
+	}
+	loss := make([]F, 1)
+	if err := c.CopyDtoH(cuda.Bytes(loss), rk.addr[g.Loss]); err != nil {
+		return out, fmt.Errorf("reading the loss: %w", err)
+	}
+	out.Loss = float64(loss[0])
+	if grads {
+		out.Grads = map[ir.TensorID]*cpu.Tensor[F]{}
+		for _, ps := range g.Train.Params {
+			t := &g.Tensors[ps.Grad]
+			v := cpu.NewTensor[F](t.Shape, t.DType)
+			if err := c.CopyDtoH(tensorBytes(v), rk.addr[ps.Grad]); err != nil {
+				return out, fmt.Errorf("reading %q: %w", t.Name, err)
+			}
+			out.Grads[ps.Param] = v
+		}
+	}
+	// The updated parameters and state replace the old ones.
+	for _, ps := range g.Train.Params {
+		pairs := [][2]ir.TensorID{{ps.Param, ps.Updated}}
+		for j, s := range ps.State {
+			pairs = append(pairs, [2]ir.TensorID{s, ps.NewState[j]})
+		}
+		for _, p := range pairs {
+			t := &g.Tensors[p[0]]
+			if err := c.CopyDtoD(rk.addr[p[0]], rk.addr[p[1]], int64(t.Shape.Numel()*t.DType.Size()), rk.stream); err != nil {
+				return out, fmt.Errorf("updating %q: %w", t.Name, err)
+			}
+		}
+	}
+	if err := c.SyncStream(rk.stream); err != nil {
+		return out, fmt.Errorf("updating the parameters: %w", err)
+	}
+	rk.steps++
+	return out, nil
+}
+
+// enqueue puts one op on the rank's stream.
+func (rk *cudaRank[F]) enqueue(c *cuda.Ctx, o *cudaOp) error {
+	switch {
+	case o.kernel != nil:
+		return c.Run(o.kernel, o.bufs, rk.stream)
+	case o.coll != nil:
+		return rk.comm.Run(c, o.coll, o.dt, o.cbufs, rk.stream)
+	case o.copyN > 0:
+		return c.CopyDtoD(o.bufs.Out[0], o.bufs.In[0], o.copyN, rk.stream)
+	}
+	return nil
+}
+
+// Close destroys the communicators, frees device memory and closes the
+// GPUs.
+func (d *cudaDevices[F]) Close() error {
+	var errs []error
+	for _, rk := range d.ranks {
+		if rk.comm != nil {
+			if err := rk.comm.Destroy(); err != nil && !errors.Is(err, nccl.ErrAborted) {
+				errs = append(errs, fmt.Errorf("device %d: %w", rk.rank, err))
+			}
+			rk.comm = nil
+		}
+	}
+	for _, rk := range d.ranks {
+		if err := rk.close(); err != nil {
+			errs = append(errs, fmt.Errorf("device %d (GPU %d): %w", rk.rank, rk.ordinal, err))
+		}
+	}
+	d.ranks = nil
+	return errors.Join(errs...)
+}
+
+// close waits for the rank's stream, then frees its memory and stream and
+// closes its device. Work queued before a failure still runs (an aborted
+// communicator fails its pending collectives at once), so the wait ends,
+// and no kernel writes into freed memory.
+func (rk *cudaRank[F]) close() error {
+	if rk.dev == nil {
+		return nil
+	}
+	err := rk.dev.Do(func(c *cuda.Ctx) error {
+		var errs []error
+		if rk.hasStream {
+			errs = append(errs, c.SyncStream(rk.stream), c.DestroyStream(rk.stream))
+			rk.hasStream = false
+		}
+		for _, p := range rk.allocs {
+			errs = append(errs, c.Free(p))
+		}
+		rk.allocs = nil
+		return errors.Join(errs...)
+	})
+	err = errors.Join(err, rk.dev.Close())
+	rk.dev = nil
+	return err
+}
