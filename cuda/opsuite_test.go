@@ -164,6 +164,10 @@ var opCases = []opCase{
 	}},
 	{"top2_gate", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 11, 4), 3); return c }},
 	{"top2_gate/roomy", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 7, 3), 8); return c }},
+	{"top2_gate/grouped", func(b *ir.Builder) ir.TensorID { c, _ := b.Top2Gate(prm(b, "x", 3, 5, 4), 2); return c }},
+	{"top2_gate_grad/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpTop2GateGrad, ir.Attrs{Capacity: 2}, prm(b, "x", 3, 5, 4), prm(b, "dc", 3, 5, 4, 2))[0]
+	}},
 	{"top2_gate_grad", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpTop2GateGrad, ir.Attrs{Capacity: 3}, prm(b, "x", 11, 4), prm(b, "dc", 11, 4, 3))[0]
 	}},

@@ -333,34 +333,49 @@ func (p *planner) adaptivePool(xs ir.Shape, outHW []int, grad bool, dt ir.DType)
 // ---- top-2 gating ----
 
 // top2 plans top2_gate (in: logits; out: combine, dispatch) or its
-// gradient (in: logits, dcombine; out: dlogits). The workspace holds the
-// routing: 4 int64 per token (e1, e2, c1, c2), then 2 float64 (p1, p2).
+// gradient (in: logits, dcombine; out: dlogits). Logits are [groups…,
+// tokens, experts]; each group is gated on its own (GShard's groups), by
+// the same kernels launched once per group on offset buffers, in stream
+// order so that the groups share one routing workspace: 4 int64 per token
+// (e1, e2, c1, c2), then 2 float64 (p1, p2).
 func (p *planner) top2(kind ir.OpKind, a *ir.Attrs, ls ir.Shape, dt ir.DType) error {
-	if len(ls) != 2 || ls[1] < 2 {
-		return fmt.Errorf("want logits[tokens, experts ≥ 2], got %v", ls)
+	if len(ls) < 2 || ls[len(ls)-1] < 2 {
+		return fmt.Errorf("want logits[groups…, tokens, experts ≥ 2], got %v", ls)
 	}
 	if a.Capacity < 1 {
 		return fmt.Errorf("capacity %d must be ≥ 1", a.Capacity)
 	}
-	t, e, c := int64(ls[0]), int64(ls[1]), int64(a.Capacity)
-	if t == 0 {
+	groups := int64(ls[:len(ls)-2].Numel())
+	t, e, c := int64(ls[len(ls)-2]), int64(ls[len(ls)-1]), int64(a.Capacity)
+	if t == 0 || groups == 0 {
 		return nil
 	}
+	es := int64(dt.Size())
 	route, prob := work(0), work(32*t)
 	p.plan.WorkBytes = 48 * t
-	if err := p.launch("top2_route", dt, p.elemGrid(t), in(0), route, prob, t, e); err != nil {
-		return err
+	at := func(r BufRef, off int64) BufRef { r.Offset += off; return r }
+	for g := int64(0); g < groups; g++ {
+		logits, slots := g*t*e*es, g*t*e*c*es
+		if err := p.launch("top2_route", dt, p.elemGrid(t), at(in(0), logits), route, prob, t, e); err != nil {
+			return err
+		}
+		if err := p.launch("top2_slots", dt, p.elemGrid(e), route, t, e, c); err != nil {
+			return err
+		}
+		if kind == ir.OpTop2GateGrad {
+			if err := p.launch("top2_grad", dt, p.elemGrid(t), at(in(0), logits), route, prob, at(in(1), slots), at(out(0), logits), t, e, c); err != nil {
+				return err
+			}
+			continue
+		}
+		bytes := t * e * c * es
+		p.memset(at(out(0), slots), bytes)
+		p.memset(at(out(1), slots), bytes)
+		if err := p.launch("top2_write", dt, p.elemGrid(t), route, prob, at(out(0), slots), at(out(1), slots), t, e, c); err != nil {
+			return err
+		}
 	}
-	if err := p.launch("top2_slots", dt, p.elemGrid(e), route, t, e, c); err != nil {
-		return err
-	}
-	if kind == ir.OpTop2GateGrad {
-		return p.launch("top2_grad", dt, p.elemGrid(t), in(0), route, prob, in(1), out(0), t, e, c)
-	}
-	bytes := t * e * c * int64(dt.Size())
-	p.memset(out(0), bytes)
-	p.memset(out(1), bytes)
-	return p.launch("top2_write", dt, p.elemGrid(t), route, prob, out(0), out(1), t, e, c)
+	return nil
 }
 
 // ---- einsum ----

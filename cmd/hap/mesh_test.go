@@ -42,9 +42,9 @@ func TestMegatronMeshPlanSimulateExplain(t *testing.T) {
 	}
 }
 
-// A mesh plan file verifies after the round trip through JSON; with the
-// all-gather across replicas that feeds the MoE gate deleted by hand,
-// verify names the unmet precondition.
+// A mesh plan file verifies after the round trip through JSON; with an
+// all-gather among a replica's ranks deleted by hand, verify names the
+// unmet precondition.
 func TestMeshPlanFileVerifiesAndBrokenOneIsNamed(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "plan.json")
@@ -66,23 +66,25 @@ func TestMeshPlanFileVerifiesAndBrokenOneIsNamed(t *testing.T) {
 	if err := json.Unmarshal(doc["program"], &prog); err != nil {
 		t.Fatal(err)
 	}
+	// An all-gather among a replica's ranks (tensor parallelism's
+	// layout change back to whole activations).
 	tensor := ""
 	for i, in := range prog {
-		if in["axis"] == "replicas" && in["collective"] == "all_gather" {
+		if in["axis"] == "ranks" && in["collective"] == "all_gather" {
 			tensor = in["tensor"].(string)
 			prog = append(prog[:i], prog[i+1:]...)
 			break
 		}
 	}
 	if tensor == "" {
-		t.Fatal("the plan has no all-gather across replicas")
+		t.Fatal("the plan has no all-gather among ranks")
 	}
 	doc["program"], _ = json.Marshal(prog)
 	broken := filepath.Join(dir, "broken.json")
 	data, _ = json.Marshal(doc)
 	os.WriteFile(broken, data, 0o644)
 	code, _, errs := runCLI("verify", broken)
-	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "precondition") || !strings.Contains(errs, tensor) || !strings.Contains(errs, "Identity×Identity") {
-		t.Errorf("verify of a broken mesh plan: exit %d, stderr %q; want one line naming %q needed as Identity×Identity", code, errs, tensor)
+	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "precondition") || !strings.Contains(errs, tensor) {
+		t.Errorf("verify of a broken mesh plan: exit %d, stderr %q; want one line naming the precondition on %q", code, errs, tensor)
 	}
 }
