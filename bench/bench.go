@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"hap/cost"
+	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/plan"
@@ -172,11 +173,15 @@ func RunCase(ctx context.Context, c Case, opt Options) ([]Row, error) {
 	}
 	base := Row{Model: c.Model, Cluster: c.Cluster, Devices: in.Cluster.NumDevices(), Batch: c.Batch, Layers: c.Layers}
 	var rows []Row
+	var paper *paperRun // set by the hap-paper row, read by hap's
 	for _, sys := range systems {
+		if sys == SystemPaper {
+			paper = &paperRun{}
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r, err := runSystem(ctx, in, sys, opt)
+		r, err := runSystem(ctx, in, sys, opt, paper)
 		if err != nil {
 			return nil, fmt.Errorf("%s on %s, %s: %w", c.Model, c.Cluster, sys, err)
 		}
@@ -233,14 +238,33 @@ func isMoE(in *plan.Inputs) bool {
 	return false
 }
 
-// runSystem plans in with one system and simulates the program.
-func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (Row, error) {
+// paperRun is the hap-paper row's program and planning time, which the
+// hap row reuses.
+type paperRun struct {
+	program *encode.Program
+	seconds float64
+}
+
+// runSystem plans in with one system and simulates the program. paper
+// carries the paper search's result from the hap-paper row to the hap
+// row (nil: none yet).
+func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, paper *paperRun) (Row, error) {
 	r := Row{System: sys}
 	switch sys {
 	case SystemHAP:
+		// hap's synthesizer runs the paper's search as one of its
+		// candidates; when this case has already run it (the hap-paper
+		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
-		pl, err := plan.Synthesize(ctx, in, plan.SynthOptions{TimeLimit: opt.limit()})
+		so := plan.SynthOptions{TimeLimit: opt.limit()}
+		if paper != nil {
+			so.Paper = paper.program
+		}
+		pl, err := plan.Synthesize(ctx, in, so)
 		r.SynthSeconds = time.Since(start).Seconds()
+		if paper != nil {
+			r.SynthSeconds += paper.seconds
+		}
 		if errors.Is(err, solve.ErrNoPlan) {
 			// Reported in the row (and its reason), not a failed run.
 			r.Status = StatusNA + ": " + err.Error()
@@ -255,11 +279,14 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options) (R
 		return r, nil
 	case SystemPaper:
 		start := time.Now()
-		p, err := PaperSearch(ctx, in, opt.limit())
+		p, err := plan.PaperSearch(ctx, in, opt.limit())
 		r.SynthSeconds = time.Since(start).Seconds()
 		if err != nil {
 			r.Status = StatusNA + ": " + err.Error()
 			return r, nil
+		}
+		if paper != nil {
+			*paper = paperRun{program: p, seconds: r.SynthSeconds}
 		}
 		res, err := plan.Simulate(in, p)
 		if err != nil {

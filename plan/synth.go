@@ -25,7 +25,15 @@ type SynthOptions struct {
 	// WallTime records the solver's wall time in the plan; off, the plan's
 	// bytes depend only on its inputs.
 	WallTime bool
+	// Paper, when set, is the program of the paper's search (PaperSearch)
+	// already run on these inputs (bench runs it as a system of its own);
+	// otherwise Synthesize runs it with PaperShare of the time limit.
+	Paper *encode.Program
 }
+
+// PaperShare is the percentage of the time limit Synthesize gives the
+// paper's search when it runs it itself; the joint MILP gets the rest.
+const PaperShare = 30
 
 // Synthesize plans in.Graph on in.Cluster with the synthesizer and
 // returns the plan document.
@@ -54,7 +62,24 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	if limit == 0 {
 		limit = DefaultTimeLimit
 	}
-	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, Starts: starts})
+	// The paper's search is a candidate too (it ignores memory, so its
+	// plan only competes when it fits), and a start when the encoding can
+	// express it: the synthesizer is never slower than the algorithm it
+	// improves on.
+	solveLimit := limit
+	if opt.Paper == nil {
+		say("running the paper's search")
+		paperLimit := limit * PaperShare / 100
+		solveLimit -= paperLimit
+		if p, err := PaperSearch(ctx, in, paperLimit); err == nil {
+			opt.Paper = p
+		}
+	}
+	if opt.Paper != nil {
+		baselines["hap-paper"] = opt.Paper
+		starts = append(starts, opt.Paper)
+	}
+	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, Starts: starts})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +98,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range strategy.Names() {
+	for _, name := range append(strategy.Names(), "hap-paper") {
 		p, ok := baselines[name]
 		if !ok {
 			continue

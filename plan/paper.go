@@ -1,4 +1,4 @@
-package bench
+package plan
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 
 	"hap/cost"
 	"hap/encode"
-	"hap/plan"
 	"hap/solve"
 	"hap/strategy"
 )
 
-// Knobs of the hap-paper re-implementation (see README.md).
+// Knobs of the hap-paper re-implementation (see bench/README.md).
 const (
 	// paperRounds caps the alternation between program and lengths.
 	paperRounds = 5
@@ -29,14 +28,15 @@ const (
 // errPaperNoPlan is returned when the alternating search finds nothing.
 var errPaperNoPlan = errors.New("hap-paper: no program found")
 
-// PaperSearch is bench's approximation of the HAP paper's search: start
+// PaperSearch is our approximation of the HAP paper's search (bench's
+// hap-paper system, and one of the synthesizer's candidates): start
 // from shard ratios proportional to each device's FP32 peak; then
 // alternate (a) with the lengths fixed, find the cheapest program with one
 // global collective method (all padded or all grouped, the better kept),
 // ignoring memory, and (b) with the program fixed, find the integer lengths
 // minimising the encoding's step time — until a round does not improve,
 // at most paperRounds rounds. limit bounds all the rounds' solves together.
-func PaperSearch(ctx context.Context, in *plan.Inputs, limit time.Duration) (*encode.Program, error) {
+func PaperSearch(ctx context.Context, in *Inputs, limit time.Duration) (*encode.Program, error) {
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("hap-paper: cost model: %w", err)
