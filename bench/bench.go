@@ -173,11 +173,9 @@ func RunCase(ctx context.Context, c Case, opt Options) ([]Row, error) {
 	}
 	base := Row{Model: c.Model, Cluster: c.Cluster, Devices: in.Cluster.NumDevices(), Batch: c.Batch, Layers: c.Layers}
 	var rows []Row
-	var paper *paperRun // set by the hap-paper row, read by hap's
+	// What earlier rows of this case found, for the hap row to reuse.
+	paper := &paperRun{simulated: map[string]*sim.Result{}}
 	for _, sys := range systems {
-		if sys == SystemPaper {
-			paper = &paperRun{}
-		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -238,16 +236,19 @@ func isMoE(in *plan.Inputs) bool {
 	return false
 }
 
-// paperRun is the hap-paper row's program and planning time, which the
-// hap row reuses.
+// paperRun is what a case's earlier rows found that the hap row reuses:
+// the hap-paper row's program and planning time, and the baselines'
+// simulations.
 type paperRun struct {
 	program *encode.Program
 	seconds float64
+	// simulated collects the baseline rows' simulations by strategy name,
+	// which hap's final pick reuses.
+	simulated map[string]*sim.Result
 }
 
 // runSystem plans in with one system and simulates the program. paper
-// carries the paper search's result from the hap-paper row to the hap
-// row (nil: none yet).
+// carries earlier rows' results to the hap row.
 func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, paper *paperRun) (Row, error) {
 	r := Row{System: sys}
 	switch sys {
@@ -256,15 +257,13 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 		// candidates; when this case has already run it (the hap-paper
 		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
-		so := plan.SynthOptions{TimeLimit: opt.limit()}
-		if paper != nil {
+		so := plan.SynthOptions{TimeLimit: opt.limit(), Simulated: paper.simulated}
+		if paper.program != nil {
 			so.Paper = paper.program
 		}
 		pl, err := plan.Synthesize(ctx, in, so)
 		r.SynthSeconds = time.Since(start).Seconds()
-		if paper != nil {
-			r.SynthSeconds += paper.seconds
-		}
+		r.SynthSeconds += paper.seconds
 		if errors.Is(err, solve.ErrNoPlan) {
 			// Reported in the row (and its reason), not a failed run.
 			r.Status = StatusNA + ": " + err.Error()
@@ -285,13 +284,12 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 			r.Status = StatusNA + ": " + err.Error()
 			return r, nil
 		}
-		if paper != nil {
-			*paper = paperRun{program: p, seconds: r.SynthSeconds}
-		}
+		paper.program, paper.seconds = p, r.SynthSeconds
 		res, err := plan.Simulate(in, p)
 		if err != nil {
 			return r, fmt.Errorf("simulating: %w", err)
 		}
+		paper.simulated[SystemPaper] = res
 		r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), "heuristic"
 		return outOfMemory(r, res.Devices), nil
 	}
@@ -306,6 +304,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 	if err != nil {
 		return r, fmt.Errorf("simulating: %w", err)
 	}
+	paper.simulated[strategyOf(in, sys)] = res
 	r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), StatusHeuristic
 	return outOfMemory(r, res.Devices), nil
 }

@@ -29,6 +29,9 @@ type SynthOptions struct {
 	// already run on these inputs (bench runs it as a system of its own);
 	// otherwise Synthesize runs it with PaperShare of the time limit.
 	Paper *encode.Program
+	// Simulated holds results already simulated for named strategies on
+	// these inputs (bench's baseline rows); Synthesize reuses them.
+	Simulated map[string]*sim.Result
 }
 
 // PaperShare is the percentage of the time limit Synthesize gives the
@@ -103,8 +106,13 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		if !ok {
 			continue
 		}
-		r, err := Simulate(in, p)
-		if err != nil || r.StepSeconds >= best.Cost.StepSeconds || !fits(r.Devices) {
+		r, ok := opt.Simulated[name]
+		if !ok {
+			if r, err = Simulate(in, p); err != nil {
+				continue
+			}
+		}
+		if r.StepSeconds >= best.Cost.StepSeconds || !fits(r.Devices) {
 			continue // a baseline that runs out of memory is no plan
 		}
 		alt, err := Build(in, p, "hap", sol)
