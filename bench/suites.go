@@ -39,7 +39,7 @@ var (
 //     so its batch is 1 × GPUs (32 × GPUs would not fit); bert-base keeps
 //     32 × GPUs.
 //   - scaling: synthesis time of ViT with 4–48 layers on paper-16, and of
-//     bert-base on 8–64 GPUs; dp-ev and hap only.
+//     bert-base on 8–64 GPUs; dp-ev, hap-paper and hap.
 func Suite(name string) ([]Case, error) {
 	var cases []Case
 	switch name {
@@ -68,7 +68,7 @@ func Suite(name string) ([]Case, error) {
 			}
 		}
 	case SuiteScaling:
-		sys := []string{SystemDPEV, SystemHAP}
+		sys := []string{SystemDPEV, SystemPaper, SystemHAP}
 		n, err := devices(scalingCluster)
 		if err != nil {
 			return nil, err

@@ -46,8 +46,12 @@ func Markdown(title string, rows []Row) string {
 				r.Model, r.Cluster, r.Devices, r.Batch, layers, r.System, naCellLabel, naCellLabel, naCellLabel, naCellLabel, synth(r), status)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %.4g | %.2f× | %.1f%% | %.1f%% | %s | %s |\n",
-			r.Model, r.Cluster, r.Devices, r.Batch, layers, r.System, r.StepSeconds, r.SpeedupVsDPEV, 100*r.Efficiency, 100*r.PeakMemory, synth(r), status)
+		speedup := naCellLabel // dp-ev did not fit: no reference
+		if r.SpeedupVsDPEV > 0 {
+			speedup = fmt.Sprintf("%.2f×", r.SpeedupVsDPEV)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %.4g | %s | %.1f%% | %.1f%% | %s | %s |\n",
+			r.Model, r.Cluster, r.Devices, r.Batch, layers, r.System, r.StepSeconds, speedup, 100*r.Efficiency, 100*r.PeakMemory, synth(r), status)
 	}
 	return b.String()
 }
@@ -167,25 +171,31 @@ const groupPad = 0.7
 
 // timePlot draws hap's synthesis time against x for the rows sel keeps.
 func timePlot(rows []Row, title, xlabel string, sel func(Row) (float64, bool)) (*plot.Plot, error) {
-	var pts plotter.XYs
-	for _, r := range rows {
-		if x, ok := sel(r); ok && r.System == SystemHAP {
-			pts = append(pts, plotter.XY{X: x, Y: r.SynthSeconds})
-		}
-	}
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
-	p.Y.Label.Text = "hap synthesis wall time (s)"
-	if len(pts) == 0 {
-		return p, nil
+	p.Y.Label.Text = "synthesis wall time (s)"
+	p.Legend.Top = true
+	for i, sys := range []string{SystemPaper, SystemHAP} {
+		var pts plotter.XYs
+		for _, r := range rows {
+			if x, ok := sel(r); ok && r.System == sys {
+				pts = append(pts, plotter.XY{X: x, Y: r.SynthSeconds})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", title, err)
+		}
+		line.Color = plotutil.Color(i)
+		points.Color = plotutil.Color(i)
+		points.Shape = draw.CircleGlyph{}
+		p.Add(line, points)
+		p.Legend.Add(sys, line, points)
 	}
-	line, points, err := plotter.NewLinePoints(pts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", title, err)
-	}
-	points.Shape = draw.CircleGlyph{}
-	p.Add(line, points)
 	p.Y.Min = 0
 	return p, nil
 }

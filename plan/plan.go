@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
 
 	"hap/cluster"
 	"hap/cost"
@@ -182,6 +184,20 @@ func clusterHash(c *cluster.Cluster) string {
 
 // Build makes the plan document for program p, simulating it for its cost.
 func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan, error) {
+	pl, err := buildDoc(in, p, strategy, solver)
+	if err != nil {
+		return nil, err
+	}
+	res, err := Simulate(in, p)
+	if err != nil {
+		return nil, err
+	}
+	pl.Cost = Cost{StepSeconds: res.StepSeconds, PerDevice: res.Devices}
+	return pl, nil
+}
+
+// buildDoc is the plan document of p without its cost.
+func buildDoc(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan, error) {
 	g := in.Graph
 	if err := encode.Check(g, p); err != nil {
 		return nil, err
@@ -224,7 +240,13 @@ func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan
 		}
 		pl.Program = append(pl.Program, d)
 	}
-	res, err := Simulate(in, p)
+	return pl, nil
+}
+
+// withProgram is the plan of program p p whose simulation res is known:
+// Build without simulating again.
+func withProgram(in *Inputs, p *encode.Program, strategy string, solver Solver, res *sim.Result) (*Plan, error) {
+	pl, err := buildDoc(in, p, strategy, solver)
 	if err != nil {
 		return nil, err
 	}
@@ -234,14 +256,35 @@ func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan
 
 // Lower builds every device's training step for p.
 func Lower(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
+	// Devices lower independently (g is only read): one worker per CPU.
 	steps := make([]*ir.Graph, p.NumDevices())
+	errs := make([]error, len(steps))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(steps)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				loc, err := lower.BuildLocal(g, p, r)
+				if err != nil {
+					errs[r] = err
+					continue
+				}
+				if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
+					errs[r] = fmt.Errorf("device %d: %w", r, err)
+				}
+			}
+		}()
+	}
 	for r := range steps {
-		loc, err := lower.BuildLocal(g, p, r)
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return nil, err
-		}
-		if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
-			return nil, fmt.Errorf("device %d: %w", r, err)
+			return nil, err // the lowest device's error: deterministic
 		}
 	}
 	return steps, nil

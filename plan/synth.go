@@ -108,6 +108,9 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		}
 		r, ok := opt.Simulated[name]
 		if !ok {
+			if screenedOut(res.Encoding, p, best.Cost.StepSeconds) {
+				continue
+			}
 			if r, err = Simulate(in, p); err != nil {
 				continue
 			}
@@ -115,7 +118,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		if r.StepSeconds >= best.Cost.StepSeconds || !fits(r.Devices) {
 			continue // a baseline that runs out of memory is no plan
 		}
-		alt, err := Build(in, p, "hap", sol)
+		alt, err := withProgram(in, p, "hap", sol, r)
 		if err != nil {
 			continue
 		}
@@ -137,4 +140,26 @@ func fits(devs []sim.DeviceStats) bool {
 		}
 	}
 	return true
+}
+
+// screenMargin: a 1-D program whose planner estimate exceeds the best
+// simulated step by more than this fraction cannot win, since estimates of
+// hand-written strategies are within 1% of the simulator
+// (TestPlannerCostMatchesSimulator); it is not simulated (lowering and
+// simulating 64 devices takes about a second).
+const screenMargin = 0.03
+
+// screenedOut reports whether p is priced by the encoding at more than
+// screenMargin above best. Programs the encoding cannot price (2-D meshes,
+// segments it does not offer, memory it judges short) are never screened.
+func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
+	if p.Mesh != nil {
+		return false
+	}
+	ch, ok := e.ChoiceOf(p)
+	if !ok {
+		return false
+	}
+	br, err := e.Evaluate(ch)
+	return err == nil && br.Seconds > best*(1+screenMargin)
 }
