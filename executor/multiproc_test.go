@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"hap/cuda"
+	"hap/encode"
 	"hap/ir"
 	"hap/nccl"
 )
@@ -20,15 +21,21 @@ import (
 // and its own rank's time only.
 func TestFakeCUDAOneRankPerProcess(t *testing.T) {
 	g, p := program(t, "mlp-tiny", "tp", "hetero-3", ir.Float32)
+	oneRankEach(t, g, p, fake.Env(t), func(r int) int { return r % 2 }, fakePlan)
+}
+
+// oneRankEach trains p with one CUDA backend per rank, each in its own
+// goroutine, on GPU ordinal(r), and checks them against the CPU backend.
+func oneRankEach(t *testing.T, g *ir.Graph, p *encode.Program, env func(string) string, ordinal func(int) int, po cuda.PlanOptions) {
+	t.Helper()
 	opt := Options{DType: ir.Float32, Steps: 2, Seed: 7, Optimizer: ir.SGD(1e-2)}
 	want, err := Train(g, p, opt)
 	if err != nil {
 		t.Fatalf("cpu backend: %v", err)
 	}
-	env := fake.Env(t)
 	lib, err := nccl.Open(nccl.Options{Getenv: env})
 	if err != nil {
-		t.Fatalf("opening the stand-in NCCL: %v", err)
+		t.Fatalf("opening NCCL: %v", err)
 	}
 	id, err := lib.UniqueID()
 	if err != nil {
@@ -50,8 +57,8 @@ func TestFakeCUDAOneRankPerProcess(t *testing.T) {
 			}
 			o := opt
 			o.Backend = NewCUDA(CUDAOptions{
-				Runtime: rt, NCCL: nccl.New(nccl.Options{Getenv: env}), Ranks: []int{r}, Ordinals: []int{r % 2},
-				ID: &id, Plan: fakePlan, Timeout: time.Minute,
+				Runtime: rt, NCCL: nccl.New(nccl.Options{Getenv: env}), Ranks: []int{r}, Ordinals: []int{ordinal(r)},
+				ID: &id, Plan: po, Timeout: time.Minute,
 			})
 			got[r], errs[r] = Train(g, p, o)
 		}(r)
