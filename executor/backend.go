@@ -31,6 +31,11 @@ type Backend interface {
 type Devices[F cpu.Float] interface {
 	// Describe names each rank's device, for reports.
 	Describe() []string
+	// Local lists the ranks this process drives, in increasing order:
+	// every rank, unless the backend runs one process per GPU (the CUDA
+	// backend with CUDAOptions.Ranks). SetValue, Value and the results of
+	// Step exist only for these ranks.
+	Local() []int
 	// SetValue sets rank's value of parameter or state tensor id of its
 	// training step.
 	SetValue(rank int, id ir.TensorID, v *cpu.Tensor[F]) error
@@ -55,6 +60,10 @@ type RankStep[F cpu.Float] struct {
 	// Seconds is the device's wall time for the step, time blocked in
 	// collectives included.
 	Seconds float64
+	// LossTotal says Loss is already the job's total (all-reduced over
+	// every rank, when other processes drive some of them), not this
+	// rank's part.
+	LossTotal bool
 }
 
 // open starts b's devices in element type F.
@@ -110,6 +119,15 @@ func (d *cpuDevices[F]) Describe() []string {
 	out := make([]string, len(d.tr))
 	for r := range out {
 		out[r] = fmt.Sprintf("virtual CPU device %d", r)
+	}
+	return out
+}
+
+// Local is every rank: the virtual devices all live in this process.
+func (d *cpuDevices[F]) Local() []int {
+	out := make([]int, len(d.tr))
+	for r := range out {
+		out[r] = r
 	}
 	return out
 }

@@ -43,11 +43,24 @@ type CUDAOptions struct {
 	// NCCL is the loaded NCCL library, needed when a plan has more than
 	// one device; nil opens it with the default discovery (nccl.Open).
 	NCCL *nccl.NCCL
-	// Ordinals[r] is the GPU rank r runs on; nil runs rank r on GPU r and
-	// requires as many GPUs as ranks. (Several ranks on one GPU work only
-	// where NCCL allows a GPU twice in a communicator: the test stand-in
-	// does, real NCCL does not.)
+	// Ordinals[i] is the GPU the i-th rank this process drives runs on
+	// (rank i, or Ranks[i] when Ranks is set); nil runs the i-th on GPU i
+	// and requires as many GPUs as ranks driven here. (Several ranks on one
+	// GPU work only where NCCL allows a GPU twice in a communicator: the
+	// test stand-in does, real NCCL does not.)
 	Ordinals []int
+	// Ranks lists the global ranks of the plan this process drives, in
+	// increasing order; nil drives every rank. When it leaves some out (one
+	// process per GPU: hap run under torchrun, srun or --nproc), the other
+	// ranks run in other processes, ID must name the job's communicator,
+	// and every step all-reduces the loss so each process reports the
+	// job's total (RankStep.LossTotal).
+	Ranks []int
+	// ID is the NCCL unique id of the communicator over all ranks, made by
+	// rank 0 of a multi-process job and handed to the others (package
+	// launch's rendezvous). Required when Ranks leaves out some of several
+	// ranks; otherwise ignored (the backend makes its own).
+	ID *nccl.UniqueID
 	// Plan tunes the kernel launches (block size, grid cap, TF32).
 	Plan cuda.PlanOptions
 	// Timeout bounds each wait for collective work and the communicator
@@ -74,9 +87,13 @@ func (b *CUDA) Float64(steps []*ir.Graph) (Devices[float64], error) {
 	return openCUDA[float64](b.opt, steps)
 }
 
-// cudaDevices is one cudaRank per rank.
+// cudaDevices is one cudaRank per rank; ranks driven by other processes
+// are nil.
 type cudaDevices[F cpu.Float] struct {
 	ranks []*cudaRank[F]
+	// local lists the ranks driven here; partial says some are not.
+	local   []int
+	partial bool
 	// broken is set once a step failed: communicators may be aborted and
 	// device state half-updated, so later steps refuse to run.
 	broken error
@@ -94,6 +111,9 @@ type cudaRank[F cpu.Float] struct {
 	stream        cuda.Stream
 	hasStream     bool
 	steps         int
+	// lossTotal: other ranks run in other processes, so each step
+	// all-reduces the loss, and every rank reads the job's total.
+	lossTotal bool
 }
 
 // cudaOp is one op ready to enqueue.
@@ -107,42 +127,78 @@ type cudaOp struct {
 	dt     ir.DType // the collective's element type
 }
 
+// ownedRanks checks opt.Ranks against a plan of n devices and returns the
+// ranks this process drives (every rank when opt.Ranks is nil).
+func ownedRanks(opt CUDAOptions, n int) ([]int, error) {
+	if opt.Ranks == nil {
+		all := make([]int, n)
+		for r := range all {
+			all[r] = r
+		}
+		return all, nil
+	}
+	if len(opt.Ranks) == 0 {
+		return nil, fmt.Errorf("CUDAOptions.Ranks is empty: this process would drive none of the plan's %d devices", n)
+	}
+	for i, r := range opt.Ranks {
+		if r < 0 || r >= n {
+			return nil, fmt.Errorf("CUDAOptions.Ranks: rank %d is outside the plan's devices 0..%d", r, n-1)
+		}
+		if i > 0 && r <= opt.Ranks[i-1] {
+			return nil, fmt.Errorf("CUDAOptions.Ranks %v: ranks must be distinct and increasing", opt.Ranks)
+		}
+	}
+	return opt.Ranks, nil
+}
+
 func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F], err error) {
+	n := len(steps)
+	local, err := ownedRanks(opt, n)
+	if err != nil {
+		return nil, err
+	}
+	partial := len(local) < n
+	if partial && opt.ID == nil {
+		return nil, fmt.Errorf("this process drives ranks %v of %d: the job's NCCL unique id (CUDAOptions.ID, from rank 0 through the rendezvous) is required", local, n)
+	}
 	rt := opt.Runtime
 	if rt == nil {
 		if rt, err = cuda.Open(cuda.Options{}); err != nil {
 			return nil, err
 		}
 	}
-	n := len(steps)
 	ordinals := opt.Ordinals
 	if ordinals == nil {
 		count, err := rt.DeviceCount()
 		if err != nil {
 			return nil, err
 		}
-		if n > count {
+		if len(local) > count {
+			if partial {
+				return nil, fmt.Errorf("this process drives %d of the plan's %d devices but this machine has %d GPU(s)", len(local), n, count)
+			}
 			return nil, fmt.Errorf("the plan has %d devices but this machine has %d GPU(s); one process drives its local GPUs (run across machines with one process per GPU)", n, count)
 		}
-		for r := 0; r < n; r++ {
-			ordinals = append(ordinals, r)
+		for i := range local {
+			ordinals = append(ordinals, i)
 		}
 	}
-	if len(ordinals) != n {
-		return nil, fmt.Errorf("%d GPU ordinals for %d devices", len(ordinals), n)
+	if len(ordinals) != len(local) {
+		return nil, fmt.Errorf("%d GPU ordinals for the %d devices this process drives", len(ordinals), len(local))
 	}
-	d := &cudaDevices[F]{}
+	d := &cudaDevices[F]{ranks: make([]*cudaRank[F], n), local: local, partial: partial}
 	defer func() {
 		if err != nil {
 			d.Close()
 		}
 	}()
-	for r, g := range steps {
-		rk, err := newCUDARank[F](rt, r, n, ordinals[r], g, opt.Plan)
+	for i, r := range local {
+		rk, err := newCUDARank[F](rt, r, n, ordinals[i], steps[r], opt.Plan)
 		if err != nil {
 			return nil, err
 		}
-		d.ranks = append(d.ranks, rk)
+		rk.lossTotal = partial
+		d.ranks[r] = rk
 	}
 	if n == 1 {
 		return d, nil
@@ -153,20 +209,25 @@ func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F
 			return nil, err
 		}
 	}
-	id, err := lib.UniqueID()
-	if err != nil {
+	var id nccl.UniqueID
+	if partial {
+		id = *opt.ID
+	} else if id, err = lib.UniqueID(); err != nil {
 		return nil, err
 	}
-	// Every rank joins at once (each on its own GPU thread); set-up
-	// completes only when all have.
+	// Every rank driven here joins at once (each on its own GPU thread);
+	// set-up completes only when all ranks of the job have, in this
+	// process and in the others.
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for r, rk := range d.ranks {
+	for _, r := range local {
 		wg.Add(1)
 		go func(r int, rk *cudaRank[F]) {
 			defer wg.Done()
-			rk.comm, errs[r] = lib.InitRank(rk.dev, id, n, r, nccl.CommOptions{Timeout: opt.Timeout})
-		}(r, rk)
+			if rk.comm, errs[r] = lib.InitRank(rk.dev, id, n, r, nccl.CommOptions{Timeout: opt.Timeout}); errs[r] != nil {
+				errs[r] = fmt.Errorf("device %d (GPU %d): NCCL communicator of %d ranks: %w", r, rk.ordinal, n, errs[r])
+			}
+		}(r, d.ranks[r])
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -354,10 +415,17 @@ func layout(g *ir.Graph) (leafOff []int64, leafBytes int64, actOff []int64, actB
 func (d *cudaDevices[F]) Describe() []string {
 	out := make([]string, len(d.ranks))
 	for r, rk := range d.ranks {
+		if rk == nil {
+			out[r] = "driven by another process"
+			continue
+		}
 		out[r] = fmt.Sprintf("GPU %d (%s)", rk.ordinal, rk.dev.Info().Name)
 	}
 	return out
 }
+
+// Local lists the ranks this process drives.
+func (d *cudaDevices[F]) Local() []int { return append([]int(nil), d.local...) }
 
 // stateTensor checks that id is a parameter or state tensor of rank's step.
 func (d *cudaDevices[F]) stateTensor(rank int, id ir.TensorID) (*cudaRank[F], *ir.Tensor, error) {
@@ -365,6 +433,9 @@ func (d *cudaDevices[F]) stateTensor(rank int, id ir.TensorID) (*cudaRank[F], *i
 		return nil, nil, fmt.Errorf("no device %d of %d", rank, len(d.ranks))
 	}
 	rk := d.ranks[rank]
+	if rk == nil {
+		return nil, nil, fmt.Errorf("device %d is driven by another process (this one drives %v)", rank, d.local)
+	}
 	if int(id) < 0 || int(id) >= len(rk.g.Tensors) || (rk.g.Tensors[id].Kind != ir.Param && rk.g.Tensors[id].Kind != ir.State) {
 		return nil, nil, fmt.Errorf("device %d: tensor %d is not a parameter or state of %s", rank, id, rk.g.Name)
 	}
@@ -433,7 +504,7 @@ func (d *cudaDevices[F]) Step(feeds []map[ir.TensorID]*cpu.Tensor[F], grads bool
 	var wg sync.WaitGroup
 	var once sync.Once
 	cause := -1 // the rank whose failure aborted the others
-	for r, rk := range d.ranks {
+	for _, r := range d.local {
 		wg.Add(1)
 		go func(r int, rk *cudaRank[F]) {
 			defer wg.Done()
@@ -451,7 +522,7 @@ func (d *cudaDevices[F]) Step(feeds []map[ir.TensorID]*cpu.Tensor[F], grads bool
 					d.abort()
 				})
 			}
-		}(r, rk)
+		}(r, d.ranks[r])
 	}
 	wg.Wait()
 	if cause >= 0 {
@@ -466,7 +537,7 @@ func (d *cudaDevices[F]) Step(feeds []map[ir.TensorID]*cpu.Tensor[F], grads bool
 // blocked in collectives.
 func (d *cudaDevices[F]) abort() {
 	for _, rk := range d.ranks {
-		if rk.comm != nil {
+		if rk != nil && rk.comm != nil {
 			rk.comm.Abort()
 		}
 	}
@@ -502,6 +573,14 @@ func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], gr
 		if err := rk.enqueue(c, &rk.ops[i]); err != nil {
 			return out, fmt.Errorf("op %q (%s): %w", rk.ops[i].op.Name, rk.ops[i].op.Kind, err)
 		}
+	}
+	if rk.lossTotal {
+		// Each rank's loss is its part of the job's; the other parts are
+		// in other processes.
+		if err := rk.comm.AllReduce(c, rk.addr[g.Loss], rk.addr[g.Loss], 1, g.Tensors[g.Loss].DType, rk.stream); err != nil {
+			return out, fmt.Errorf("all-reducing the loss: %w", err)
+		}
+		out.LossTotal = true
 	}
 	what := fmt.Sprintf("step %d", rk.steps+1)
 	if rk.comm != nil {
@@ -565,7 +644,7 @@ func (rk *cudaRank[F]) enqueue(c *cuda.Ctx, o *cudaOp) error {
 func (d *cudaDevices[F]) Close() error {
 	var errs []error
 	for _, rk := range d.ranks {
-		if rk.comm != nil {
+		if rk != nil && rk.comm != nil {
 			if err := rk.comm.Destroy(); err != nil && !errors.Is(err, nccl.ErrAborted) {
 				errs = append(errs, fmt.Errorf("device %d: %w", rk.rank, err))
 			}
@@ -573,6 +652,9 @@ func (d *cudaDevices[F]) Close() error {
 		}
 	}
 	for _, rk := range d.ranks {
+		if rk == nil {
+			continue
+		}
 		if err := rk.close(); err != nil {
 			errs = append(errs, fmt.Errorf("device %d (GPU %d): %w", rk.rank, rk.ordinal, err))
 		}

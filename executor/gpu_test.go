@@ -128,3 +128,27 @@ func TestGPUProfile(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestGPUOneRankPerProcess drives each of two GPUs through its own CUDA
+// backend (CUDAOptions.Ranks, one NCCL id, real NCCL) as one process per
+// GPU does, in goroutines of this process, and compares the all-reduced
+// loss with the CPU backend's.
+func TestGPUOneRankPerProcess(t *testing.T) {
+	_, n := realRuntime(t)
+	if n < 2 {
+		t.Skipf("needs two GPUs; this machine has %d", n)
+	}
+	c, err := cluster.ParseCluster([]byte("name: local\nnodes:\n  - {name: gpu, device: H100, count: 2}\n"), "local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := models.Load("bert-base-tiny", models.Options{DType: ir.Float32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strategy.Build("tp", g, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneRankEach(t, g, p, nil, func(r int) int { return r }, cuda.PlanOptions{})
+}

@@ -13,8 +13,11 @@ type StepReport struct {
 	Step int     `json:"step"`
 	Loss float64 `json:"loss"`
 	// PerDevice is each device's wall seconds for the step (including time
-	// blocked in collectives).
+	// blocked in collectives), by rank; with one process per GPU only the
+	// ranks in Ranks are measured here, the others read 0.
 	PerDevice []float64 `json:"per_device_seconds"`
+	// Ranks lists the ranks this process drove, when not all of them.
+	Ranks []int `json:"ranks,omitempty"`
 }
 
 // Training is the outcome of Train.
@@ -24,8 +27,12 @@ type Training struct {
 	Devices []string     `json:"devices"`
 	Steps   []StepReport `json:"steps"`
 	// Params are the trained parameters, each assembled from the devices'
-	// pieces to its original shape, by name (float64 values).
+	// pieces to its original shape, by name (float64 values). Empty when
+	// other processes drive some ranks (their pieces are not here).
 	Params map[string][]float64 `json:"-"`
+	// Ranks lists the ranks this process drove, when not all of them (one
+	// process per GPU).
+	Ranks []int `json:"ranks,omitempty"`
 }
 
 // Run trains fwd for opt.Steps steps under p on opt's backend (the CPU
@@ -64,6 +71,11 @@ func train[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Trainin
 	}
 	defer devs.Close()
 	out := &Training{Backend: opt.backend().Name(), Devices: devs.Describe(), Params: map[string][]float64{}}
+	local := devs.Local()
+	partial := len(local) < len(ranks)
+	if partial {
+		out.Ranks = local
+	}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
 		res, err := devs.Step(feeds(fwd, p, ranks, batch), false)
@@ -71,11 +83,25 @@ func train[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Trainin
 			return nil, fmt.Errorf("step %d: %w", k+1, err)
 		}
 		rep := StepReport{Step: k + 1, PerDevice: make([]float64, len(res))}
-		for r, x := range res {
-			rep.Loss += x.Loss
+		if partial {
+			rep.Ranks = local
+		}
+		for _, r := range local {
+			x := res[r]
+			switch {
+			case x.LossTotal:
+				rep.Loss = x.Loss // every local rank holds the same total
+			case partial:
+				return nil, fmt.Errorf("step %d: the %s backend drives ranks %v of %d here but did not reduce the loss over the others", k+1, opt.backend().Name(), local, len(ranks))
+			default:
+				rep.Loss += x.Loss
+			}
 			rep.PerDevice[r] = x.Seconds
 		}
 		out.Steps = append(out.Steps, rep)
+	}
+	if partial {
+		return out, nil
 	}
 	for i := range fwd.Tensors {
 		t := &fwd.Tensors[i]

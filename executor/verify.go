@@ -178,7 +178,8 @@ func start[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func
 	if err != nil {
 		return nil, nil, err
 	}
-	for r, rk := range ranks {
+	for _, r := range devs.Local() {
+		rk := ranks[r]
 		fromOrig := map[ir.TensorID]ir.TensorID{}
 		for t, ps := range rk.param {
 			fromOrig[ps.Param] = t
@@ -276,6 +277,9 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 		return nil, err
 	}
 	defer devs.Close()
+	if l := devs.Local(); len(l) != len(ranks) {
+		return nil, fmt.Errorf("verify compares every rank's gradients: the %s backend drives only ranks %v of %d here (run it with every rank in one process)", opt.backend().Name(), l, len(ranks))
+	}
 	rep := &Report{Backend: opt.backend().Name(), Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))

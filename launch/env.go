@@ -30,6 +30,9 @@ const (
 	EnvToken   = "HAP_JOB_TOKEN"          // the job's shared secret (required when WORLD_SIZE > 1)
 	EnvTimeout = "HAP_RENDEZVOUS_TIMEOUT" // Go duration, default DefaultTimeout
 	EnvBind    = "HAP_RENDEZVOUS_BIND"    // host rank 0 listens on; default all interfaces
+	// EnvPort is the rendezvous port when it must differ from MASTER_PORT:
+	// torchrun's agent itself listens on MASTER_PORT (its TCP store).
+	EnvPort = "HAP_RENDEZVOUS_PORT"
 )
 
 // DefaultPort is the rendezvous port when MASTER_PORT is unset (torchrun's
@@ -253,13 +256,19 @@ func (c *Config) checkLocal(localVar, sizeVar string) error {
 	return nil
 }
 
+// port sets the rendezvous port: HAP_RENDEZVOUS_PORT, else MASTER_PORT,
+// else def.
 func (c *Config) port(getenv func(string) string, def int) error {
+	name := EnvMasterPort
+	if strings.TrimSpace(getenv(EnvPort)) != "" {
+		name = EnvPort
+	}
 	var err error
-	if c.MasterPort, err = intVar(getenv, EnvMasterPort, false, def); err != nil {
+	if c.MasterPort, err = intVar(getenv, name, false, def); err != nil {
 		return err
 	}
 	if c.MasterPort < 1 || c.MasterPort > 65535 {
-		return envErr(EnvMasterPort, "%d is not a TCP port (1-65535)", c.MasterPort)
+		return envErr(name, "%d is not a TCP port (1-65535)", c.MasterPort)
 	}
 	return nil
 }

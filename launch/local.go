@@ -192,10 +192,11 @@ func Local(ctx context.Context, opts LocalOptions) error {
 	return nil
 }
 
-// filterEnv drops the variables Local sets and SLURM's rank variables.
+// filterEnv drops the variables Local sets, HAP_RENDEZVOUS_PORT (so
+// MASTER_PORT is the rendezvous port) and SLURM's rank variables.
 func filterEnv(env []string) []string {
 	drop := map[string]bool{EnvRank: true, EnvWorldSize: true, EnvLocalRank: true, EnvLocalWorldSize: true,
-		EnvMasterAddr: true, EnvMasterPort: true, EnvToken: true, EnvBind: true, EnvSlurmProcID: true}
+		EnvMasterAddr: true, EnvMasterPort: true, EnvToken: true, EnvBind: true, EnvPort: true, EnvSlurmProcID: true}
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")

@@ -52,7 +52,7 @@ func commands() []command {
 		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
 		{"simulate", "PLAN [--trace FILE]", "estimated step time per device, Chrome trace", runSimulate},
 		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
-		{"run", "PLAN --backend cpu|cuda [--steps K]", "execute training steps of a plan", runRun},
+		{"run", "PLAN --backend cpu|cuda [--nproc N] [--steps K]", "execute training steps of a plan", runRun},
 		{"bench", "[--suite paper|modern|scaling] [-o DIR] [--json]", "plans vs baselines: tables and plots", runBench},
 		{"profile", "--backend cuda -o FILE", "measure op throughput and collective bandwidth", runProfile},
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"hap/cluster"
 	"hap/cost"
@@ -17,8 +20,9 @@ import (
 )
 
 func runRun(e *env, args []string) error {
-	fs := flags(e, "run", "PLAN --backend cpu|cuda [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--json]")
-	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device)")
+	fs := flags(e, "run", "PLAN --backend cpu|cuda [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--json]")
+	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device; one process per GPU under torchrun-style or SLURM launcher variables)")
+	nproc := fs.Int("nproc", 0, "cuda: start N processes on this machine, one per plan device and GPU (like torchrun --nproc_per_node)")
 	steps := fs.Int("steps", 3, "training steps")
 	dtype := fs.String("dtype", "float32", "float32 or float64")
 	block := fs.Int("block", 0, "cuda: threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
@@ -48,23 +52,44 @@ func runRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *nproc != 0 {
+		if *backend != "cuda" {
+			return usageErr("--nproc needs --backend cuda")
+		}
+		return runLocal(e, args, *nproc, p.NumDevices())
+	}
 	opt := ir.Adam(1e-3)
 	if pl.Options.Optimizer == "sgd" {
 		opt = ir.SGD(1e-3)
 	}
 	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt}
+	var job *launchedJob
 	switch *backend {
 	case "cpu":
 	case "cuda":
+		// The launcher variables are checked against the plan before
+		// anything is loaded.
+		if job, err = jobFromEnv(e.env(), p.NumDevices()); err != nil {
+			return err
+		}
 		rt, err := openCUDA(e)
 		if err != nil {
 			return err
 		}
-		run.Backend = executor.NewCUDA(executor.CUDAOptions{
+		co := executor.CUDAOptions{
 			Runtime: rt,
 			NCCL:    nccl.New(nccl.Options{Getenv: e.getenv}),
 			Plan:    cuda.PlanOptions{Block: *block, TF32: *tf32},
-		})
+		}
+		if job != nil {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err := job.join(ctx, rt, co.NCCL, &co)
+			stop()
+			if err != nil {
+				return err
+			}
+		}
+		run.Backend = executor.NewCUDA(co)
 	default:
 		return usageErr("--backend must be cpu or cuda")
 	}
@@ -84,6 +109,10 @@ func runRun(e *env, args []string) error {
 		for _, r := range tr.Steps {
 			fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)\n", r.Step, r.Loss, slowest(r)*1e3)
 		}
+		return nil
+	}
+	if job != nil {
+		job.report(e, tr, fmt.Sprintf("%s on %d GPUs, one process each, for cluster %s, %s", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt))
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "%s on %d GPUs for cluster %s, %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
