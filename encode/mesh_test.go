@@ -109,9 +109,10 @@ func TestMeshPieces(t *testing.T) {
 	}
 }
 
-// A hand-broken 2-D program: without the all-gather across replicas that
-// gives every replica the whole MoE gate input, the gate's precondition
-// fails, and the error names the tensor and the placement it needs.
+// A hand-broken 2-D program: without an all-gather among a replica's ranks
+// (tensor parallelism's change back to whole activations), its consumer's
+// precondition fails, and the error names the tensor and the placement it
+// needs.
 func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 	g, p := meshProgram(t, "bert-moe-tiny", "paper-16")
 	if err := encode.Check(g, p); err != nil {
@@ -119,13 +120,13 @@ func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 	}
 	gap := -1
 	for i, in := range p.Instrs {
-		if in.Kind == encode.Comm && in.Axis == encode.AxisReplicas && in.Collective == ir.OpAllGather {
+		if in.Kind == encode.Comm && in.Axis == encode.AxisRanks && in.Collective == ir.OpAllGather {
 			gap = i
 			break
 		}
 	}
 	if gap < 0 {
-		t.Fatal("no all-gather across replicas in megatron's bert-moe-tiny program")
+		t.Fatal("no all-gather among ranks in megatron's bert-moe-tiny program")
 	}
 	dropped := p.Instrs[gap]
 	broken := *p
@@ -135,7 +136,7 @@ func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 	if !errors.As(err, &ie) || !errors.Is(err, encode.ErrPrecondition) {
 		t.Fatalf("Check = %v, want an InstrError wrapping ErrPrecondition", err)
 	}
-	want := encode.Placement{Outer: dropped.To, Inner: dropped.Other}.String()
+	want := encode.Placement{Outer: dropped.Other, Inner: dropped.To}.String()
 	if name := g.Tensors[dropped.Tensor].Name; !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not name %q needed as %s", err, name, want)
 	}
