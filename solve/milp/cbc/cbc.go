@@ -218,13 +218,16 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 		// 100+n: n threads with a repeatable search (CBC's convention).
 		setParam(model, &strs, "threads", strconv.Itoa(100+opt.Threads))
 	}
+	// No integer preprocessing, ever. CBC 2.10.8's preprocessing
+	// segfaults in Cbc_solve when a MIP start meets it on some models
+	// (reproduced deterministically: the synthesizer's timeline MILP of
+	// bert-base-tiny on paper-16), crashed on models with many pinned
+	// columns, and once left the heap corrupt so that a later
+	// Cbc_newModel threw std::bad_alloc (the exhaustive test, solving
+	// pinned models without starts). Our models are small enough to
+	// solve without it.
+	setParam(model, &strs, "preprocess", "off")
 	if len(opt.Start) > 0 {
-		// CBC 2.10.8 segfaults in Cbc_solve when a MIP start meets its
-		// integer preprocessing on some models (reproduced: the
-		// synthesizer's timeline MILP of bert-base-tiny on paper-16, and
-		// earlier models with pinned columns); without preprocessing the
-		// start is used as given.
-		setParam(model, &strs, "preprocess", "off")
 		idx := make([]C.int, 0, len(opt.Start))
 		vals := make([]C.double, 0, len(opt.Start))
 		for j := 0; j < n; j++ { // column order: deterministic
