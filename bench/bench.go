@@ -174,12 +174,12 @@ func RunCase(ctx context.Context, c Case, opt Options) ([]Row, error) {
 	base := Row{Model: c.Model, Cluster: c.Cluster, Devices: in.Cluster.NumDevices(), Batch: c.Batch, Layers: c.Layers}
 	var rows []Row
 	// What earlier rows of this case found, for the hap row to reuse.
-	paper := &paperRun{simulated: map[string]*sim.Result{}}
+	earlier := &earlierRows{simulated: map[string]*sim.Result{}}
 	for _, sys := range systems {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r, err := runSystem(ctx, in, sys, opt, paper)
+		r, err := runSystem(ctx, in, sys, opt, earlier)
 		if err != nil {
 			return nil, fmt.Errorf("%s on %s, %s: %w", c.Model, c.Cluster, sys, err)
 		}
@@ -236,20 +236,20 @@ func isMoE(in *plan.Inputs) bool {
 	return false
 }
 
-// paperRun is what a case's earlier rows found that the hap row reuses:
+// earlierRows is what a case's earlier rows found that the hap row reuses:
 // the hap-paper row's program and planning time, and the baselines'
 // simulations.
-type paperRun struct {
-	program *encode.Program
-	seconds float64
+type earlierRows struct {
+	paper        *encode.Program
+	paperSeconds float64
 	// simulated collects the baseline rows' simulations by strategy name,
 	// which hap's final pick reuses.
 	simulated map[string]*sim.Result
 }
 
-// runSystem plans in with one system and simulates the program. paper
+// runSystem plans in with one system and simulates the program. earlier
 // carries earlier rows' results to the hap row.
-func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, paper *paperRun) (Row, error) {
+func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, earlier *earlierRows) (Row, error) {
 	r := Row{System: sys}
 	switch sys {
 	case SystemHAP:
@@ -257,13 +257,10 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 		// candidates; when this case has already run it (the hap-paper
 		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
-		so := plan.SynthOptions{TimeLimit: opt.limit(), Simulated: paper.simulated}
-		if paper.program != nil {
-			so.Paper = paper.program
-		}
+		so := plan.SynthOptions{TimeLimit: opt.limit(), Simulated: earlier.simulated, Paper: earlier.paper}
 		pl, err := plan.Synthesize(ctx, in, so)
 		r.SynthSeconds = time.Since(start).Seconds()
-		r.SynthSeconds += paper.seconds
+		r.SynthSeconds += earlier.paperSeconds
 		if errors.Is(err, solve.ErrNoPlan) {
 			// Reported in the row (and its reason), not a failed run.
 			r.Status = StatusNA + ": " + err.Error()
@@ -284,12 +281,12 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 			r.Status = StatusNA + ": " + err.Error()
 			return r, nil
 		}
-		paper.program, paper.seconds = p, r.SynthSeconds
+		earlier.paper, earlier.paperSeconds = p, r.SynthSeconds
 		res, err := plan.Simulate(in, p)
 		if err != nil {
 			return r, fmt.Errorf("simulating: %w", err)
 		}
-		paper.simulated[SystemPaper] = res
+		earlier.simulated[SystemPaper] = res
 		r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), "heuristic"
 		return outOfMemory(r, res.Devices), nil
 	}
@@ -304,7 +301,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, pa
 	if err != nil {
 		return r, fmt.Errorf("simulating: %w", err)
 	}
-	paper.simulated[strategyOf(in, sys)] = res
+	earlier.simulated[strategyOf(in, sys)] = res
 	r.StepSeconds, r.PeakMemory, r.Status = res.StepSeconds, peakFrac(res.Devices), StatusHeuristic
 	return outOfMemory(r, res.Devices), nil
 }

@@ -5,7 +5,10 @@
 // communication instructions that change a tensor's layout, and the
 // distributed program — an instruction sequence plus integer shard lengths
 // per segment and device — with a checker that proves every precondition is
-// established. Later it also encodes these choices as solver problems.
+// established. It also encodes the planning problem (encoding.go): op and
+// tensor classes, their prices under the step-time model (timeline.go, the
+// two-stream timeline the simulator runs) and the MILP over rules, layouts,
+// methods and integer lengths (milp.go).
 //
 //	            Identity ──dynamic-slice──► Gather(d) ──all-to-all──► Gather(d')
 //	               ▲                          │  ▲
@@ -32,5 +35,5 @@
 // parameters pass through a replicate op whose gradient is an all-reduce;
 // autodiff of that program is the distributed backward pass.
 //
-// encode imports ir only.
+// encode imports ir, cost (prices) and solve/milp (the model type) only.
 package encode

@@ -115,18 +115,61 @@ func counts(m map[int]int) []classCount {
 	return out
 }
 
-// commRole says on which side of the timeline a tensor class's
-// collectives fall.
-type commRole struct {
-	// blockingAdjoint: an activation needing a gradient; its changes'
-	// adjoints block the backward. parameter: a parameter; its changes'
-	// adjoints and gradient all-reduce do not block.
-	blockingAdjoint, parameter bool
-}
+// bucket is where a term of a block falls in the timeline formula.
+type bucket int
 
-func (e *Encoding) roleOf(ti int) commRole {
-	t := &e.Tensors[ti]
-	return commRole{blockingAdjoint: t.ReqGrad && t.Kind != ir.Param, parameter: t.Kind == ir.Param}
+const (
+	bucketFc bucket = iota // forward compute chain (compute + blocking changes)
+	bucketFa               // forward activation changes (also on the comm stream)
+	bucketP                // leaves' forward changes, prefetched
+	bucketB                // backward chain (compute + blocking adjoints)
+	bucketA                // blocking adjoints (also on the comm stream)
+	bucketN                // non-blocking: parameters' adjoints and gradient all-reduces
+	numBuckets
+)
+
+// atom is a per-instance quantity the terms are multiples of.
+type atom int
+
+const (
+	atomFwd  atom = iota // an op class's forward seconds
+	atomBwd              // an op class's backward seconds
+	atomComm             // a tensor class's forward layout change
+	atomGrad             // a parameter class's gradient all-reduce
+)
+
+// blockTerms lists every term of the timeline: n instances of atom (of op
+// or tensor class) in bucket b of block k. Evaluate's stepTime and the
+// MILP's timelineRows both add these up, so they cannot drift apart.
+func (e *Encoding) blockTerms(visit func(k int, b bucket, a atom, class int, n float64)) {
+	for k, bl := range e.blocks {
+		for _, oc := range bl.ops {
+			visit(k, bucketFc, atomFwd, oc.class, float64(oc.n))
+			visit(k, bucketB, atomBwd, oc.class, float64(oc.n))
+		}
+		for _, tc := range bl.tensors {
+			n, t := float64(tc.n), &e.Tensors[tc.class]
+			if t.Producer < 0 {
+				visit(k, bucketP, atomComm, tc.class, n)
+			} else {
+				visit(k, bucketFc, atomComm, tc.class, n)
+				visit(k, bucketFa, atomComm, tc.class, n)
+			}
+			switch {
+			case t.Kind == ir.Param:
+				// A parameter's adjoints and gradient all-reduce block
+				// nothing until the update.
+				if t.ReqGrad {
+					visit(k, bucketN, atomComm, tc.class, n)
+				}
+				visit(k, bucketN, atomGrad, tc.class, n)
+			case t.ReqGrad:
+				// An activation's adjoint blocks the backward.
+				visit(k, bucketB, atomComm, tc.class, n)
+				visit(k, bucketA, atomComm, tc.class, n)
+			}
+		}
+	}
 }
 
 // timelineTerms are one device's (or group's) per-instance quantities the
@@ -141,40 +184,15 @@ type timelineTerms struct {
 
 // stepTime evaluates the timeline formula above for one device.
 func (e *Encoding) stepTime(tt *timelineTerms) float64 {
-	nb := len(e.blocks)
-	Fc := make([]float64, nb) // forward compute + blocking activation changes
-	Fa := make([]float64, nb) // forward activation changes (comm stream)
-	P := make([]float64, nb)  // leaves' forward changes (prefetched)
-	B := make([]float64, nb)
-	A := make([]float64, nb)
-	N := make([]float64, nb)
-	for k, bl := range e.blocks {
-		for _, oc := range bl.ops {
-			Fc[k] += float64(oc.n) * tt.fwd[oc.class]
-			B[k] += float64(oc.n) * tt.bwd[oc.class]
-		}
-		for _, tc := range bl.tensors {
-			n := float64(tc.n)
-			t := &e.Tensors[tc.class]
-			if t.Producer < 0 {
-				P[k] += n * tt.comm[tc.class]
-			} else {
-				Fc[k] += n * tt.comm[tc.class]
-				Fa[k] += n * tt.comm[tc.class]
-			}
-			r := e.roleOf(tc.class)
-			switch {
-			case r.parameter:
-				if t.ReqGrad {
-					N[k] += n * tt.comm[tc.class]
-				}
-				N[k] += n * tt.grad[tc.class]
-			case r.blockingAdjoint:
-				B[k] += n * tt.comm[tc.class]
-				A[k] += n * tt.comm[tc.class]
-			}
-		}
+	var terms [numBuckets][]float64
+	for i := range terms {
+		terms[i] = make([]float64, len(e.blocks))
 	}
+	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomGrad: tt.grad}
+	e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
+		terms[b][k] += n * values[a][class]
+	})
+	Fc, Fa, P, B, A, N := terms[bucketFc], terms[bucketFa], terms[bucketP], terms[bucketB], terms[bucketA], terms[bucketN]
 	// The forward ends at FE: after its compute chain, and, for each k,
 	// after the comm stream has made block k's leaves' layouts and the
 	// compute from block k on has run.
@@ -247,40 +265,25 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 		}
 		U := lin{}
 		add(U, define(fmt.Sprintf("update_%d", g), update[g]), 1)
-		Fc := make([]lin, nb)
+		var terms [numBuckets][]lin
+		for i := range terms {
+			terms[i] = make([]lin, nb)
+			for k := range terms[i] {
+				terms[i][k] = lin{}
+			}
+		}
+		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomGrad: cG}
+		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
+			add(terms[b][k], columns[a][class], n)
+		})
+		Fc, P, B, N := terms[bucketFc], terms[bucketP], terms[bucketB], terms[bucketN]
 		FaP := make([]lin, nb) // Fa_b + P_b: the comm stream's forward share
-		P := make([]lin, nb)
-		B := make([]lin, nb)
-		AN := make([]lin, nb) // A_b + N_b
-		N := make([]lin, nb)
-		for k, bl := range e.blocks {
-			Fc[k], FaP[k], P[k], B[k], AN[k], N[k] = lin{}, lin{}, lin{}, lin{}, lin{}, lin{}
-			for _, oc := range bl.ops {
-				add(Fc[k], cF[oc.class], float64(oc.n))
-				add(B[k], cB[oc.class], float64(oc.n))
-			}
-			for _, tc := range bl.tensors {
-				n := float64(tc.n)
-				t := &e.Tensors[tc.class]
-				if t.Producer < 0 {
-					add(P[k], cK[tc.class], n)
-				} else {
-					add(Fc[k], cK[tc.class], n)
-					add(FaP[k], cK[tc.class], n)
-				}
-				r := e.roleOf(tc.class)
-				switch {
-				case r.parameter:
-					if t.ReqGrad {
-						add(N[k], cK[tc.class], n)
-					}
-					add(N[k], cG[tc.class], n)
-				case r.blockingAdjoint:
-					add(B[k], cK[tc.class], n)
-					add(AN[k], cK[tc.class], n)
-				}
-			}
+		AN := make([]lin, nb)  // A_b + N_b
+		for k := range FaP {
+			FaP[k], AN[k] = lin{}, lin{}
+			addAll(FaP[k], terms[bucketFa][k])
 			addAll(FaP[k], P[k])
+			addAll(AN[k], terms[bucketA][k])
 			addAll(AN[k], N[k])
 		}
 		// FE: the forward's end (see stepTime).

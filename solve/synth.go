@@ -235,17 +235,7 @@ const (
 // cheaper is whichever of a and b (either may be nil) Evaluate prices
 // lower and accepts.
 func cheaper(e *encode.Encoding, a, b *encode.Choice) *encode.Choice {
-	var best *encode.Choice
-	bestCost := 0.0
-	for _, ch := range []*encode.Choice{a, b} {
-		if ch == nil {
-			continue
-		}
-		if br, err := e.Evaluate(ch); err == nil && (best == nil || br.Seconds < bestCost) {
-			best, bestCost = ch, br.Seconds
-		}
-	}
-	return best
+	return bestStart(e, []*encode.Choice{a, b}, timelineCost)
 }
 
 // timelineCost and serialCost price an evaluated choice under the
