@@ -45,8 +45,9 @@ const (
 	StatusNA        = "n/a"
 )
 
-// DefaultTimeLimit bounds each synthesis (and each hap-paper round).
-const DefaultTimeLimit = 5 * time.Second
+// PaperSafetyLimit caps the paper's search in wall time when no time
+// limit is given (its own work bounds make it stop well before).
+const PaperSafetyLimit = 30 * time.Second
 
 // PaperBatchPerGPU is the paper's weak-scaling batch: 32 samples per GPU.
 const PaperBatchPerGPU = 32
@@ -91,16 +92,20 @@ type Row struct {
 
 // Options configure a run.
 type Options struct {
+	// NodeLimit and TimeLimit bound each synthesis (plan.SynthOptions):
+	// both zero, the plans are node-limited (plan.DefaultNodeLimit) and
+	// the same on any machine; a time limit makes them depend on its speed.
+	NodeLimit int
 	TimeLimit time.Duration
 	// Progress receives one line per system run; nil for none.
 	Progress io.Writer
 }
 
-func (o Options) limit() time.Duration {
+func (o Options) paperLimit() time.Duration {
 	if o.TimeLimit > 0 {
 		return o.TimeLimit
 	}
-	return DefaultTimeLimit
+	return PaperSafetyLimit
 }
 
 func (o Options) say(format string, args ...any) {
@@ -257,7 +262,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		// candidates; when this case has already run it (the hap-paper
 		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
-		so := plan.SynthOptions{TimeLimit: opt.limit(), Simulated: earlier.simulated, Paper: earlier.paper}
+		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper}
 		pl, err := plan.Synthesize(ctx, in, so)
 		r.SynthSeconds = time.Since(start).Seconds()
 		r.SynthSeconds += earlier.paperSeconds
@@ -275,7 +280,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		return r, nil
 	case SystemPaper:
 		start := time.Now()
-		p, err := plan.PaperSearch(ctx, in, opt.limit())
+		p, err := plan.PaperSearch(ctx, in, opt.paperLimit())
 		r.SynthSeconds = time.Since(start).Seconds()
 		if err != nil {
 			r.Status = StatusNA + ": " + err.Error()

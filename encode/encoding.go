@@ -46,6 +46,10 @@ type Encoding struct {
 	// Groups are the devices the MILP treats as one: identical hardware,
 	// each group's units spread evenly over its devices.
 	Groups [][]int
+	// hardware names each device's type (identical for interchangeable
+	// devices even with NoGroup); Evaluate prices one device per type and
+	// lengths.
+	hardware []string
 	// coll caches collCoeffs by (tensor class, layout); layouts caches
 	// Layouts.
 	coll    map[collKey]Coll
@@ -102,6 +106,9 @@ type TensorClass struct {
 	Bytes   float64 // of one tensor
 	Kind    ir.TensorKind
 	ReqGrad bool
+	// Integer tensors (token ids, labels) cross no collective: the only
+	// layout change they get is the local dynamic slice of Identity.
+	Integer bool
 	// Producer is the producing op class and output index (−1 for leaves).
 	Producer, OutIdx int
 	// LeafLayouts are the candidate layouts of a leaf class.
@@ -135,6 +142,11 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		if opt.NoGroup {
 			k = fmt.Sprint(d)
 		}
+		hwKey := k
+		if opt.NoGroup {
+			hwKey = fmt.Sprintf("%s|%v|%v|%v|%d", sp.Name, sp.FP32, sp.FP16, sp.MemBandwidth, m.Capacity(d))
+		}
+		e.hardware = append(e.hardware, hwKey)
 		g, ok := byKey[k]
 		if !ok {
 			g = len(e.Groups)
@@ -181,7 +193,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		id := len(e.Tensors)
 		tkeys[k] = id
 		e.Tensors = append(e.Tensors, TensorClass{Name: t.Name, Tensors: []ir.TensorID{t.ID}, Shape: t.Shape, Bytes: float64(t.Shape.Numel() * t.DType.Size()),
-			Kind: t.Kind, ReqGrad: req[t.ID], Producer: producer, OutIdx: outIdx})
+			Kind: t.Kind, ReqGrad: req[t.ID], Integer: !t.DType.IsFloat(), Producer: producer, OutIdx: outIdx})
 		return id
 	}
 	for i := range g.Tensors {
@@ -551,8 +563,28 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 	if e.opt.Optimizer.Kind == "adam" {
 		paramFactor += 2
 	}
+	// Devices of one type holding the same lengths of every segment are
+	// priced once: rep[d] is the first such device.
+	rep := make([]int, e.N)
+	first := map[string]int{}
+	var key []byte
+	for d := range rep {
+		key = append(key[:0], e.hardware[d]...)
+		for s := range ch.Lengths {
+			key = fmt.Appendf(key, "|%d", ch.Lengths[s][d])
+		}
+		r, ok := first[string(key)]
+		if !ok {
+			r = d
+			first[string(key)] = d
+		}
+		rep[d] = r
+	}
 	terms := make([]timelineTerms, e.N)
 	for d := range terms {
+		if rep[d] != d {
+			continue
+		}
 		terms[d] = timelineTerms{fwd: make([]float64, len(e.Classes)), bwd: make([]float64, len(e.Classes)),
 			comm: make([]float64, len(e.Tensors)), grad: make([]float64, len(e.Tensors))}
 	}
@@ -561,6 +593,9 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 		r := ch.Rule[ci]
 		inst := float64(len(c.Ops))
 		for d := 0; d < e.N; d++ {
+			if rep[d] != d {
+				continue
+			}
 			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
 			br.Compute[d] += c.Time[d] * sh
 			br.Memory[d] += c.ActBytes * share(ch.Lengths, e.Segs, c.ActSeg[r], d)
@@ -578,6 +613,9 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 				s = h.Seg
 			}
 			for d := 0; d < e.N; d++ {
+				if rep[d] != d {
+					continue
+				}
 				sh := share(ch.Lengths, e.Segs, s, d)
 				br.Compute[d] += t.Update[d] * sh
 				terms[d].update += t.Update[d] * sh
@@ -588,7 +626,9 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 				ar := e.collCoeffs(t, I).AllReduce
 				br.Comm += count * ar
 				for d := range terms {
-					terms[d].grad[ti] = ar
+					if rep[d] == d {
+						terms[d].grad[ti] = ar
+					}
 				}
 			}
 		}
@@ -602,10 +642,16 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 		}
 		br.Comm += adj * count * sec
 		for d := range terms {
-			terms[d].comm[ti] = sec
+			if rep[d] == d {
+				terms[d].comm[ti] = sec
+			}
 		}
 	}
 	for d := 0; d < e.N; d++ {
+		if r := rep[d]; r != d {
+			br.Compute[d], br.Memory[d] = br.Compute[r], br.Memory[r]
+			continue
+		}
 		if br.Memory[d] > e.Capacity[d] {
 			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
 		}
@@ -647,6 +693,13 @@ func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool
 	t := &e.Tensors[ti]
 	h := e.have(ch, ti)
 	need := e.Needs(ch, ti)
+	if t.Integer && h.Kind != Identity {
+		for q := range need {
+			if q != h {
+				return 0, false, fmt.Errorf("%w: integer tensor %s is %s but a consumer needs %s (no collective moves integers)", ErrInfeasibleChoice, t.Name, h, q)
+			}
+		}
+	}
 	switch h.Kind {
 	case Identity:
 		if need[R] {

@@ -315,6 +315,26 @@ func (e *Encoding) milp(serial bool) (*milp.Model, *MILPVars) {
 				}
 			}
 		}
+		// An integer tensor crosses no collective: held in a layout other
+		// than Identity, every consumer must read it as it is.
+		if t.Integer {
+			for _, h := range layouts {
+				if !produced[h] || h.Kind == Identity {
+					continue
+				}
+				for _, q := range layouts {
+					c, needed := need[q]
+					if !needed || q == h {
+						continue
+					}
+					l := lin{c: 1}
+					for hc, val := range have(ti, h) {
+						l.add(hc, val)
+					}
+					row(fmt.Sprintf("integer_%d_%s_%s", ti, h, q), -inf, 1, l)
+				}
+			}
+		}
 		// Identity cannot become Reduce.
 		if c, ok := need[R]; ok && produced[I] {
 			l := lin{c: 1}

@@ -289,6 +289,9 @@ func Check(g *ir.Graph, p *Program) error {
 			if want := Conversion(in.From, in.To); want == "" || want != in.Collective {
 				return fail(fmt.Errorf("%s does not turn %s into %s (that takes %q)", in.Collective, in.From, in.To, want))
 			}
+			if !t.DType.IsFloat() && in.Collective != ir.OpDynamicSlice {
+				return fail(fmt.Errorf("%q is %s: no %s moves integers (only a local dynamic_slice of Identity)", t.Name, t.DType, in.Collective))
+			}
 			if err := p.checkPlacement(to, t.Shape); err != nil {
 				if p.Mesh == nil {
 					return fail(fmt.Errorf("%q %v cannot be laid out as %s", t.Name, t.Shape, in.To))

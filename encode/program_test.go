@@ -159,3 +159,34 @@ func TestLayoutTextRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// No collective moves integer tensors (token ids, labels): the runtimes'
+// collectives are floating-point, and slicing Identity is all they need.
+func TestCheckRejectsIntegerCollectives(t *testing.T) {
+	g, err := models.Load("bert-base-tiny", models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("paper-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strategy.Build("dp-ev", g, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lf := range p.Leaves {
+		tt := &g.Tensors[lf.Tensor]
+		if tt.DType.IsFloat() || lf.Layout.Kind != encode.Gather {
+			continue
+		}
+		gather := encode.Instr{Kind: encode.Comm, Tensor: lf.Tensor, From: lf.Layout, To: encode.I, Collective: ir.OpAllGather}
+		p.Instrs = append([]encode.Instr{gather}, p.Instrs...)
+		err := encode.Check(g, p)
+		if err == nil || !strings.Contains(err.Error(), "integers") || !strings.Contains(err.Error(), tt.Name) {
+			t.Fatalf("Check = %v, want an error saying no collective moves %q", err, tt.Name)
+		}
+		return
+	}
+	t.Fatal("dp-ev holds no integer leaf as Gather")
+}

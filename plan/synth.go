@@ -12,6 +12,7 @@ import (
 	"hap/encode"
 	"hap/sim"
 	"hap/solve"
+	"hap/solve/milp"
 	"hap/solve/milp/cbc"
 	"hap/solve/z3"
 	"hap/strategy"
@@ -19,6 +20,13 @@ import (
 
 // SynthOptions configure Synthesize.
 type SynthOptions struct {
+	// NodeLimit bounds every MILP solve of the search (see
+	// solve.Options.NodeLimit); 0 means DefaultNodeLimit, unless a
+	// TimeLimit is set, which then alone bounds the search.
+	NodeLimit int
+	// TimeLimit bounds the search's wall time (0: none). The plan then
+	// depends on the machine's speed; without it the same inputs give the
+	// same plan bytes anywhere.
 	TimeLimit time.Duration
 	// Progress, when set, receives one line per phase.
 	Progress io.Writer
@@ -61,9 +69,9 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			starts = append(starts, p)
 		}
 	}
-	limit := opt.TimeLimit
-	if limit == 0 {
-		limit = DefaultTimeLimit
+	limit, nodes := opt.TimeLimit, opt.NodeLimit
+	if limit == 0 && nodes == 0 {
+		nodes = DefaultNodeLimit
 	}
 	// The paper's search is a candidate too (it ignores memory, so its
 	// plan only competes when it fits), and a start when the encoding can
@@ -74,7 +82,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		say("running the paper's search")
 		paperLimit := limit * PaperShare / 100
 		solveLimit -= paperLimit
-		if p, err := PaperSearch(ctx, in, paperLimit); err == nil {
+		if p, err := PaperSearch(ctx, in, max(paperLimit, time.Second)); err == nil {
 			opt.Paper = p
 		}
 	}
@@ -82,7 +90,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		baselines["hap-paper"] = opt.Paper
 		starts = append(starts, opt.Paper)
 	}
-	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, Starts: starts})
+	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, NodeLimit: nodes, Starts: starts})
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +99,16 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
 		Model:    fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"z3", z3.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(0.9, 'g', -1, 64)}},
+		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(0.9, 'g', -1, 64)}},
 	}
 	if opt.WallTime {
 		sol.Seconds = res.Seconds
+	}
+	switch {
+	case res.TimeLimited:
+		sol.StoppedBy = "time limit"
+	case res.StoppedBy != milp.LimitNone:
+		sol.StoppedBy = res.StoppedBy.String()
 	}
 	say("simulating the plan and the %d baselines", len(baselines))
 	best, err := Build(in, res.Program, "hap", sol)
@@ -128,9 +142,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	return best, nil
 }
 
-// DefaultTimeLimit bounds the solver when no --time-limit is given: the
-// best plan found by then is returned with its proven bound and gap.
-const DefaultTimeLimit = 10 * time.Second
+// DefaultNodeLimit bounds each MILP solve when neither a node nor a time
+// limit is given: small cases are solved to optimality well within it;
+// on large ones the search stops with the best plan found, its proven
+// bound and gap, after the same work on any machine.
+const DefaultNodeLimit = 10
 
 // fits reports whether every device's simulated peak memory fits it.
 func fits(devs []sim.DeviceStats) bool {

@@ -115,30 +115,45 @@ func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
 	}
 }
 
-// Same inputs, same plan bytes. A solve stopped by the time limit is not
-// repeatable (how far CBC got depends on the machine's speed), so the
-// case is one CBC proves optimal well within the limit.
+// Same inputs, same plan bytes: for a plan solved to optimality, and for
+// the default search stopped by its node limit (work, not wall time, so
+// a slower or busier machine gets the same plan).
 func TestPlansAreDeterministic(t *testing.T) {
-	in, err := LoadInputs("mlp-tiny", models.Options{}, "v100-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs [][]byte
-	for i := 0; i < 2; i++ {
+	cases := []struct {
+		model, cluster string
+		opt            SynthOptions
+		status         string // the solver status the case exercises
+	}{
 		// A generous limit: every phase stops as soon as it is done or
 		// proven optimal, so a loaded machine only makes this slower.
-		pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 2 * time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pl.Solver.Status != "optimal" {
-			t.Fatalf("determinism needs a plan solved to optimality, got %s", pl.Solver.Status)
-		}
-		b, _ := pl.Encode()
-		docs = append(docs, b)
+		{"mlp-tiny", "v100-8", SynthOptions{TimeLimit: 2 * time.Minute}, "optimal"},
+		{"bert-base-tiny", "paper-16", SynthOptions{}, "feasible"},
 	}
-	if !bytes.Equal(docs[0], docs[1]) {
-		t.Fatal("two runs gave different plan bytes")
+	for _, c := range cases {
+		t.Run(c.model+"/"+c.cluster, func(t *testing.T) {
+			in, err := LoadInputs(c.model, models.Options{}, c.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var docs [][]byte
+			for i := 0; i < 2; i++ {
+				pl, err := Synthesize(context.Background(), in, c.opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pl.Solver.Status != c.status {
+					t.Fatalf("status %s (stopped by %q), want %s", pl.Solver.Status, pl.Solver.StoppedBy, c.status)
+				}
+				if c.status == "feasible" && pl.Solver.StoppedBy != "node limit" {
+					t.Fatalf("stopped by %q, want the node limit", pl.Solver.StoppedBy)
+				}
+				b, _ := pl.Encode()
+				docs = append(docs, b)
+			}
+			if !bytes.Equal(docs[0], docs[1]) {
+				t.Fatal("two runs gave different plan bytes")
+			}
+		})
 	}
 }
 
@@ -152,7 +167,7 @@ func TestSynthesizedTinyPlansVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 3 * time.Second})
+		pl, err := Synthesize(context.Background(), in, SynthOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

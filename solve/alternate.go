@@ -67,7 +67,7 @@ func Alternate(ctx context.Context, e *encode.Encoding, lengths [][]int, seeds [
 		if prog == nil {
 			break
 		}
-		if ch, c, err := lengthsFor(ctx, e, base, vars, prog, opt.PerSolve); err == nil && c < progCost {
+		if ch, c, err := lengthsFor(ctx, e, base, vars, prog, milp.Options{TimeLimit: opt.PerSolve}); err == nil && c < progCost {
 			prog, progCost = ch, c
 		}
 		if progCost >= bestCost*(1-improveTolerance) {
@@ -122,7 +122,7 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 			pin(model, c, float64(method))
 		}
 	}
-	ch, err := solveChoice(ctx, e, model, vars, limit)
+	ch, err := solveChoice(ctx, e, model, vars, milp.Options{TimeLimit: limit})
 	if err == nil {
 		ch.Lengths = copyLengths(lengths)
 		var c float64
@@ -138,7 +138,7 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 
 // lengthsFor solves the MILP with the program of ch pinned and the
 // lengths free.
-func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, limit time.Duration) (*encode.Choice, float64, error) {
+func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
 	model := withOwnBounds(base)
 	e.Fix(model, vars, ch)
 	for s, cols := range vars.LengthColumns() {
@@ -146,17 +146,18 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 			model.Cols[c].Lower, model.Cols[c].Upper = 0, float64(e.Segs[s].Units)
 		}
 	}
-	out, err := solveChoice(ctx, e, model, vars, limit)
+	out, err := solveChoice(ctx, e, model, vars, opt)
 	if err != nil {
 		return nil, 0, err
 	}
 	return evaluate(e, out)
 }
 
-func solveChoice(ctx context.Context, e *encode.Encoding, model *milp.Model, vars *encode.MILPVars, limit time.Duration) (*encode.Choice, error) {
+func solveChoice(ctx context.Context, e *encode.Encoding, model *milp.Model, vars *encode.MILPVars, opt milp.Options) (*encode.Choice, error) {
 	// No MIP start: CBC crashed on starts of these pinned models; the
 	// caller keeps the seed when the solver finds nothing better.
-	res, err := cbc.Solver{}.Solve(ctx, model, milp.Options{TimeLimit: limit, Threads: 1})
+	opt.Threads = 1
+	res, err := cbc.Solver{}.Solve(ctx, model, opt)
 	if err != nil {
 		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
 	}

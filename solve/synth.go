@@ -19,8 +19,14 @@ import (
 // Options configure a synthesis.
 type Options struct {
 	Optimizer ir.Optimizer
-	// TimeLimit stops the MILP search with the best plan found and its
-	// proven bound; 0 means no limit.
+	// NodeLimit bounds the branch-and-bound nodes of every MILP solve
+	// (and turns CBC's cut generation off, whose root passes dominate
+	// large models); the search then stops with the best plan found and
+	// its proven bound. 0 means no limit: prove optimality. Unlike a time
+	// limit it gives the same plan on any machine.
+	NodeLimit int
+	// TimeLimit caps the search's wall time (0: no cap). When it stops a
+	// solve the plan depends on the machine's speed (Result.TimeLimited).
 	TimeLimit time.Duration
 	// RelGap stops once the incumbent is proven within this fraction of
 	// optimal; 0 means prove optimality.
@@ -52,6 +58,11 @@ type Result struct {
 	Seconds   float64
 	Vars      int
 	Rows      int
+	// StoppedBy says what ended the joint MILP short of optimality;
+	// TimeLimited whether the clock stopped any part of the search (the
+	// plan may then differ on a faster or slower machine).
+	StoppedBy   milp.Limit
+	TimeLimited bool
 }
 
 // ErrNoPlan is returned when no program fits; the message says why.
@@ -69,70 +80,44 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
-	// Three phases in one time budget. CBC's heuristics find good plans
-	// slowly under the timeline's many max-terms, so two primal heuristics
-	// run first: the paper's alternation (program with lengths fixed, then
-	// lengths with the program fixed) from the best hand-written strategy,
-	// and the serialised MILP (an upper bound of the timeline that CBC
-	// searches faster) from the best plan so far. The cheapest plan found
-	// starts the joint timeline MILP, whose optimum, bound and gap are the
-	// result: the heuristics only give it a better place to start.
+	// Two phases. A deterministic primal heuristic (Polish: local search
+	// over the program ⇄ exact lengths for it) improves the best start
+	// (the starts include dp-cp, whose lengths follow each device's
+	// speed, and the paper's search, which starts from its FP32 peak;
+	// polishing from those lengths too found no better plan on the paper
+	// suite and doubled the time). Its plan starts the joint
+	// timeline MILP, whose optimum, bound and gap are the result: the
+	// heuristic only gives it a better place to start (CBC's own
+	// heuristics find good plans slowly under the timeline's many
+	// max-terms). Work is bounded by node limits, so the result does not
+	// depend on the machine's speed; a time limit, when set, caps it too.
 	var seeds []*encode.Choice
 	for _, p := range opt.Starts {
 		if ch, ok := e.ChoiceOf(p); ok {
 			seeds = append(seeds, ch)
 		}
 	}
-	seed := bestStart(e, seeds, timelineCost)
-	altLimit := opt.TimeLimit * alternateShare / 100
-	serialLimit := opt.TimeLimit * serialShare / 100
-	limit := opt.TimeLimit - altLimit - serialLimit
-	lengths := make([][]int, len(e.Segs))
-	for s, seg := range e.Segs {
-		lengths[s] = encode.RoundLengths(seg.Units, slices.Repeat([]float64{1}, e.N))
+	var heurDeadline, deadline time.Time
+	if opt.TimeLimit > 0 {
+		deadline = start.Add(opt.TimeLimit)
+		heurDeadline = start.Add(opt.TimeLimit * heuristicShare / 100)
 	}
-	if seed != nil {
-		lengths = seed.Lengths
-		deadline := time.Now().Add(altLimit / 4)
-		if opt.TimeLimit == 0 {
-			deadline = time.Now().Add(time.Hour)
+	until := func(dl time.Time) time.Duration {
+		if dl.IsZero() {
+			return 0
 		}
-		ls, _ := LocalSearch(ctx, e, seed, deadline)
-		seed = cheaper(e, seed, ls)
-		lengths = seed.Lengths
-	}
-	// The alternation from the seed's lengths, then (as the paper starts)
-	// from lengths proportional to each device's FP32 peak.
-	fp32 := make([]float64, e.N)
-	for d := range fp32 {
-		fp32[d] = m.Spec(d).FP32
-	}
-	byPeak := make([][]int, len(e.Segs))
-	for s, seg := range e.Segs {
-		byPeak[s] = encode.RoundLengths(seg.Units, fp32)
-	}
-	for _, ls := range [][][]int{lengths, byPeak} {
-		if alt, _, err := Alternate(ctx, e, ls, append(seeds, seed), AlternateOptions{Rounds: alternateRounds, PerSolve: altLimit / (4 * alternateRounds)}); err == nil {
-			seed = cheaper(e, seed, alt)
-		}
-	}
-	smodel, svars := e.SerialMILP()
-	so := milp.Options{TimeLimit: serialLimit, RelGap: opt.RelGap, Threads: 1}
-	if st := bestStart(e, append(seeds, seed), serialCost); st != nil {
-		so.Start = e.StartValues(svars, st)
-	}
-	sres, err := cbc.Solver{}.Solve(ctx, smodel, so)
-	if err != nil {
-		return nil, fmt.Errorf("solving the serialised %d×%d MILP: %w", len(smodel.Rows), len(smodel.Cols), err)
-	}
-	switch sres.Status {
-	case milp.Optimal, milp.Feasible:
-		seed = cheaper(e, seed, e.ChoiceFrom(svars, sres.Values))
-	case milp.Infeasible:
-		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e))
+		return max(time.Until(dl), time.Millisecond)
 	}
 	model, vars := e.MILP()
-	mo := milp.Options{TimeLimit: limit, RelGap: opt.RelGap, Threads: 1}
+	var timed bool // whether the clock stopped any solve
+	if seed := bestStart(e, seeds, timelineCost); seed != nil {
+		lo := milp.Options{NodeLimit: opt.NodeLimit, Lean: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
+		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo)
+		seeds = append(seeds, p)
+		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
+	}
+	seed := bestStart(e, seeds, timelineCost)
+	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit, Lean: opt.NodeLimit > 0}
 	if seed != nil {
 		mo.Start = e.StartValues(vars, seed)
 	}
@@ -157,7 +142,8 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		return nil, fmt.Errorf("internal: the solver's choice does not decode: %w", err)
 	}
 	out := &Result{Program: p, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
-		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows)}
+		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
+		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime}
 	return out, nil
 }
 
@@ -223,14 +209,10 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 	return segs
 }
 
-// Shares of the time limit, in percent: the alternation, the serialised
-// MILP, and (the rest) the joint timeline MILP, which needs time to
-// improve on the heuristics' plans and prove its bound.
-const (
-	alternateShare  = 30
-	serialShare     = 40
-	alternateRounds = 3
-)
+// heuristicShare is the percentage of a time limit Polish may use; the
+// rest is the joint timeline MILP's, which needs time to improve on the
+// heuristic's plan and prove its bound.
+const heuristicShare = 50
 
 // cheaper is whichever of a and b (either may be nil) Evaluate prices
 // lower and accepts.

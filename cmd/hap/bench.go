@@ -6,16 +6,18 @@ import (
 	"strings"
 
 	"hap/bench"
+	"hap/plan"
 )
 
 // runBench runs a benchmark suite: every system on every case, simulated,
 // with Markdown tables and plots written to -o DIR.
 func runBench(e *env, args []string) error {
-	fs := flags(e, "bench", "--suite paper|modern|scaling [-o DIR] [--json] [--time-limit D]")
+	fs := flags(e, "bench", "--suite paper|modern|scaling [-o DIR] [--json] [--node-limit N | --time-limit D]")
 	suite := fs.String("suite", "", "suite to run: "+strings.Join(bench.SuiteNames(), ", "))
 	out := fs.StringP("output", "o", "", "write NAME.md, NAME.json and plots (PNG, SVG) to DIR")
 	asJSON := fs.Bool("json", false, "print the rows as JSON on stdout")
-	limit := fs.Duration("time-limit", bench.DefaultTimeLimit, "solver time limit per synthesis")
+	limit := fs.Duration("time-limit", 0, "solver time limit per synthesis (plans then depend on the machine's speed)")
+	nodes := fs.Int("node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit)", plan.DefaultNodeLimit))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -25,14 +27,14 @@ func runBench(e *env, args []string) error {
 	if *suite == "" {
 		return usageErr("need --suite (%s)", strings.Join(bench.SuiteNames(), ", "))
 	}
-	if *limit <= 0 {
-		return usageErr("--time-limit must be positive")
+	if *limit < 0 || *nodes < 0 {
+		return usageErr("--time-limit and --node-limit must be positive")
 	}
 	cases, err := bench.Suite(*suite)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	rows, err := bench.Run(context.Background(), cases, bench.Options{TimeLimit: *limit, Progress: e.progressWriter()})
+	rows, err := bench.Run(context.Background(), cases, bench.Options{TimeLimit: *limit, NodeLimit: *nodes, Progress: e.progressWriter()})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ type modelFlags struct {
 	strategy, optimizer string
 	timeLimit           time.Duration
 	progress            io.Writer
+	nodeLimit           int
 }
 
 func (m *modelFlags) register(fs interface {
@@ -35,7 +36,8 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.batch, "batch", 0, "global batch (default: the model's)")
 	fs.IntVar(&m.experts, "experts", 0, "MoE experts (default: 2 × devices)")
 	fs.StringVar(&m.strategy, "strategy", "", "a hand-written strategy instead of the synthesizer: "+strings.Join(strategy.Names(), ", "))
-	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s)")
+	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s); the plan then depends on the machine's speed")
+	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search", plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 }
 
@@ -44,8 +46,8 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if m.model == "" || m.cluster == "" {
 		return nil, usageErr("need --model and --cluster")
 	}
-	if m.batch < 0 || m.experts < 0 || m.timeLimit < 0 {
-		return nil, usageErr("--batch, --experts and --time-limit must be positive")
+	if m.batch < 0 || m.experts < 0 || m.timeLimit < 0 || m.nodeLimit < 0 {
+		return nil, usageErr("--batch, --experts, --time-limit and --node-limit must be positive")
 	}
 	in, err := plan.LoadInputs(m.model, models.Options{Batch: m.batch, Experts: m.experts}, m.cluster)
 	if err != nil {
@@ -59,7 +61,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		return nil, usageErr("--optimizer must be adam or sgd")
 	}
 	if m.strategy == "" {
-		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, Progress: m.progress})
+		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress})
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {

@@ -214,6 +214,13 @@ type Options struct {
 	Start map[int]float64
 	// Threads is the number of solver threads (0 means 1). Results are deterministic with 1.
 	Threads int
+	// NodeLimit bounds the branch-and-bound nodes (0: none). Unlike a time limit it is
+	// deterministic: the same model, start and limit give the same result on any machine.
+	NodeLimit int
+	// Lean turns off cutting-plane generation and the backend's primal heuristics: a weaker
+	// bound and no help finding solutions (give a Start), but far less work at the root of large
+	// models, so that a node limit bounds the whole solve.
+	Lean bool
 }
 
 // Validate checks o against m. Errors wrap ErrInvalid.
@@ -226,6 +233,9 @@ func (o *Options) Validate(m *Model) error {
 	}
 	if o.Threads < 0 {
 		return invalid("negative thread count %d", o.Threads)
+	}
+	if o.NodeLimit < 0 {
+		return invalid("negative node limit %d", o.NodeLimit)
 	}
 	for j, v := range o.Start {
 		if j < 0 || j >= len(m.Cols) {
@@ -303,6 +313,33 @@ type Result struct {
 	Values []float64
 	// Runtime is the wall time of the backend's solve.
 	Runtime time.Duration
+	// Nodes is the number of branch-and-bound nodes the search explored.
+	Nodes int
+	// StoppedBy names the limit that ended a search short of proving its result: LimitTime,
+	// LimitNodes, or LimitNone when the search ran to its end (or had no integers).
+	StoppedBy Limit
+}
+
+// Limit is what stopped a search.
+type Limit int8
+
+// Limits that can stop a search.
+const (
+	LimitNone  Limit = iota // the search finished
+	LimitTime               // the time limit or the context's deadline
+	LimitNodes              // Options.NodeLimit
+)
+
+func (l Limit) String() string {
+	switch l {
+	case LimitNone:
+		return "none"
+	case LimitTime:
+		return "time limit"
+	case LimitNodes:
+		return "node limit"
+	}
+	return fmt.Sprintf("Limit(%d)", int8(l))
 }
 
 // Err returns nil when r has a solution, else ErrInfeasible, ErrUnbounded or ErrNoSolution.

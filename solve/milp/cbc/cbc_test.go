@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -297,6 +298,38 @@ func TestTimeLimitFeasible(t *testing.T) {
 	}
 	if got := m.Objective(res.Values); got != res.Objective {
 		t.Errorf("Objective %v but the values give %v", res.Objective, got)
+	}
+}
+
+// TestNodeLimit: a node limit stops the search with the incumbent, says so, and — unlike a time
+// limit — gives the same answer every time.
+func TestNodeLimit(t *testing.T) {
+	const nodes = 50
+	m := mkp(1, 250, 10)
+	var first *milp.Result
+	for i := 0; i < 2; i++ {
+		res, err := Solver{}.Solve(context.Background(), m, milp.Options{NodeLimit: nodes, TimeLimit: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != milp.Feasible || res.StoppedBy != milp.LimitNodes {
+			t.Fatalf("status %v stopped by %v, want feasible at the node limit", res.Status, res.StoppedBy)
+		}
+		if res.Nodes < nodes {
+			t.Errorf("explored %d nodes, limit %d", res.Nodes, nodes)
+		}
+		if first == nil {
+			first = res
+			continue
+		}
+		if res.Objective != first.Objective || res.Bound != first.Bound || !slices.Equal(res.Values, first.Values) {
+			t.Errorf("second solve: objective %v bound %v, first %v %v", res.Objective, res.Bound, first.Objective, first.Bound)
+		}
+	}
+	if res, err := (Solver{}).Solve(context.Background(), mkp(1, 250, 10), milp.Options{TimeLimit: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	} else if res.StoppedBy != milp.LimitTime {
+		t.Errorf("a time-limited solve stopped by %v", res.StoppedBy)
 	}
 }
 
