@@ -47,15 +47,7 @@ func (l lin) add(col int, v float64) {
 // ζ ≥ 0, ζ ≤ L and the conservation rows make it x·L at every integer
 // point. The objective is Evaluate's timeline (timeline.go: T at least each
 // of its terms, per device group), so both price every choice the same.
-func (e *Encoding) MILP() (*milp.Model, *MILPVars) { return e.milp(false) }
-
-// SerialMILP is MILP with the simpler serialised objective — every
-// collective after the slowest device's compute, T = max_d C_d + K — an
-// upper bound of the timeline that CBC's heuristics search much faster. The
-// synthesizer solves it first and starts the timeline MILP from its answer.
-func (e *Encoding) SerialMILP() (*milp.Model, *MILPVars) { return e.milp(true) }
-
-func (e *Encoding) milp(serial bool) (*milp.Model, *MILPVars) {
+func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
 	col := func(name string, lo, hi float64, integer bool) int {
@@ -428,11 +420,7 @@ func (e *Encoding) milp(serial bool) (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
-	if serial {
-		e.serialRows(v.T, fwdC, bwdC, commT, gradT, update, row)
-	} else {
-		e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
-	}
+	e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
 	for g := 0; g < G; g++ {
 		if e.memoryMayBind() {
 			row(fmt.Sprintf("memory_%d", g), -inf, milpMemory*e.Capacity[e.Groups[g][0]], memory[g])

@@ -336,34 +336,3 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 		}
 	}
 }
-
-// serialRows adds T ≥ C_g + K per device group: the group's compute and
-// updates plus every collective (activations' changes twice when a
-// gradient flows back, gradient all-reduces), serialised.
-func (e *Encoding) serialRows(T int, fwdC, bwdC [][]lin, commT, gradT, update []lin, row func(name string, lo, hi float64, l lin)) {
-	inf := math.Inf(1)
-	for g := range e.Groups {
-		r := lin{T: 1}
-		sub := func(l lin, f float64) {
-			for c, v := range l {
-				r.add(c, -f*v)
-			}
-		}
-		sub(update[g], 1)
-		for ci, c := range e.Classes {
-			n := float64(len(c.Ops))
-			sub(fwdC[ci][g], n)
-			sub(bwdC[ci][g], n)
-		}
-		for ti, t := range e.Tensors {
-			n := float64(len(t.Tensors))
-			adj := 1.0
-			if t.ReqGrad {
-				adj = 2
-			}
-			sub(commT[ti], adj*n)
-			sub(gradT[ti], n)
-		}
-		row(fmt.Sprintf("T_serial_%d", g), 0, inf, r)
-	}
-}

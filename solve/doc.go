@@ -2,9 +2,12 @@
 // and to a MILP solver behind a small interface (solve/milp, with the CBC
 // backend in solve/milp/cbc), and the joint solve that turns an encoding
 // (package encode) into a plan's program: Synthesize, which starts the
-// joint MILP from the best plan of three primal heuristics — LocalSearch
-// (rule and layout moves priced by Encoding.Evaluate), Alternate (the HAP
-// paper's program ⇄ lengths alternation) and the serialised MILP.
+// joint MILP from the plan of a deterministic primal heuristic, Polish —
+// LocalSearch (rule and layout moves priced by Encoding.Evaluate) ⇄ the
+// exact integer lengths for the program found — and bounds every solve by
+// branch-and-bound nodes, so that the same inputs give the same plan on
+// any machine (a time limit, when asked for, caps it too). Alternate is
+// the HAP paper's program ⇄ lengths alternation on this encoding.
 //
 //	graph + cluster ──encode.Encode──► Encoding ──Encoding.MILP──► milp.Model
 //	                                                                  │ CBC

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -220,11 +219,8 @@ func cheaper(e *encode.Encoding, a, b *encode.Choice) *encode.Choice {
 	return bestStart(e, []*encode.Choice{a, b}, timelineCost)
 }
 
-// timelineCost and serialCost price an evaluated choice under the
-// timeline MILP's and the serialised MILP's objectives.
+// timelineCost prices an evaluated choice under the MILP's objective.
 func timelineCost(br *encode.Breakdown) float64 { return br.Seconds }
-
-func serialCost(br *encode.Breakdown) float64 { return slices.Max(br.Compute) + br.Comm }
 
 // bestStart is the cheapest feasible start under the encoding and the
 // given cost, or nil.
