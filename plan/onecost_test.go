@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"testing"
-	"time"
 
 	"hap/cost"
 	"hap/encode"
@@ -93,7 +92,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			}
 		}
 		if c.synth {
-			res, err := solve.Synthesize(context.Background(), in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: 3 * time.Second, Starts: starts})
+			res, err := solve.Synthesize(context.Background(), in.Graph, m, solve.Options{Optimizer: in.Optimizer, NodeLimit: DefaultNodeLimit, Starts: starts})
 			if err != nil {
 				t.Fatal(err)
 			}
