@@ -165,13 +165,14 @@ func validOut(off, s, p, in, out int) (lo, hi int) {
 }
 
 // convColBudget caps the elements of one worker's column buffer; larger
-// images are lowered a band of output rows at a time. A variable so tests
-// can force banding.
-var convColBudget = 1 << 22
+// images are lowered a band of output rows at a time (tests force banding
+// through the *Banded variants).
+const convColBudget = 1 << 22
 
-// rowBand is how many output rows one im2col band covers.
-func (g convGeom) rowBand() int {
-	return max(1, min(g.oh, convColBudget/max(1, g.k()*g.ow)))
+// rowBand is how many output rows one im2col band covers when a column
+// buffer holds at most budget elements.
+func (g convGeom) rowBand(budget int) int {
+	return max(1, min(g.oh, budget/max(1, g.k()*g.ow)))
 }
 
 // im2col writes output rows [oy0, oy1) of image x[C,H,W] as
@@ -237,6 +238,11 @@ func col2im[F Float](g convGeom, col, x []F, oy0, oy1 int) {
 // computed per image (and band of output rows) as
 // y[n] (O×OH·OW) = W (O×C·KH·KW) · im2col(x[n]).
 func conv2d[F Float](a *ir.Attrs, x, w, y *Tensor[F]) error {
+	return conv2dBanded(a, x, w, y, convColBudget)
+}
+
+// conv2dBanded is conv2d with column buffers of at most budget elements.
+func conv2dBanded[F Float](a *ir.Attrs, x, w, y *Tensor[F], budget int) error {
 	const op = "conv2d"
 	g, err := newConvGeom(op, a, x.Shape, w.Shape)
 	if err != nil {
@@ -245,7 +251,7 @@ func conv2d[F Float](a *ir.Attrs, x, w, y *Tensor[F]) error {
 	if err := checkConvTensors(op, g, x, w, y, "x", "w", "y"); err != nil {
 		return err
 	}
-	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand()
+	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand(budget)
 	kernParallel(g.n, kernWorkers(g.n), func(_, lo, hi int) {
 		var col []F
 		if !g.pointwise() {
@@ -272,6 +278,11 @@ func conv2d[F Float](a *ir.Attrs, x, w, y *Tensor[F]) error {
 // rows) dcol = Wᵀ·dy[n], then col2im adds dcol into dx[n]. a.Shape is x's
 // shape.
 func conv2dGradInput[F Float](a *ir.Attrs, dy, w, dx *Tensor[F]) error {
+	return conv2dGradInputBanded(a, dy, w, dx, convColBudget)
+}
+
+// conv2dGradInputBanded is conv2dGradInput with column buffers of at most budget elements.
+func conv2dGradInputBanded[F Float](a *ir.Attrs, dy, w, dx *Tensor[F], budget int) error {
 	const op = "conv2d_grad_input"
 	g, err := newConvGeom(op, a, ir.Shape(a.Shape), w.Shape)
 	if err != nil {
@@ -280,7 +291,7 @@ func conv2dGradInput[F Float](a *ir.Attrs, dy, w, dx *Tensor[F]) error {
 	if err := checkConvTensors(op, g, dx, w, dy, "dx", "w", "dy"); err != nil {
 		return err
 	}
-	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand()
+	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand(budget)
 	kernParallel(g.n, kernWorkers(g.n), func(_, lo, hi int) {
 		var col []F
 		if !g.pointwise() {
@@ -308,6 +319,11 @@ func conv2dGradInput[F Float](a *ir.Attrs, dy, w, dx *Tensor[F]) error {
 // Each worker sums a contiguous run of images into its own partial; the
 // partials are added in worker order. a.Shape is w's shape.
 func conv2dGradWeight[F Float](a *ir.Attrs, x, dy, dw *Tensor[F]) error {
+	return conv2dGradWeightBanded(a, x, dy, dw, convColBudget)
+}
+
+// conv2dGradWeightBanded is conv2dGradWeight with column buffers of at most budget elements.
+func conv2dGradWeightBanded[F Float](a *ir.Attrs, x, dy, dw *Tensor[F], budget int) error {
 	const op = "conv2d_grad_weight"
 	g, err := newConvGeom(op, a, x.Shape, ir.Shape(a.Shape))
 	if err != nil {
@@ -316,7 +332,7 @@ func conv2dGradWeight[F Float](a *ir.Attrs, x, dy, dw *Tensor[F]) error {
 	if err := checkConvTensors(op, g, x, dw, dy, "x", "dw", "dy"); err != nil {
 		return err
 	}
-	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand()
+	K, P, xn, yn, band := g.k(), g.pix(), g.c*g.h*g.w, g.o*g.pix(), g.rowBand(budget)
 	workers := kernWorkers(g.n)
 	partial := make([][]F, workers)
 	clear(dw.Data)

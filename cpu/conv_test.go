@@ -173,15 +173,21 @@ func ktConvRef(c ktConvCase, x, w *Tensor[float64]) *Tensor[float64] {
 // ktConvRun runs conv2d and both gradients (with dy = r) in type F.
 func ktConvRun[F Float](t *testing.T, c ktConvCase, x64, w64, r64 *Tensor[float64]) (y, dx, dw *Tensor[F]) {
 	t.Helper()
+	return ktConvRunBanded[F](t, c, x64, w64, r64, convColBudget)
+}
+
+// ktConvRunBanded is ktConvRun with column buffers of at most budget elements.
+func ktConvRunBanded[F Float](t *testing.T, c ktConvCase, x64, w64, r64 *Tensor[float64], budget int) (y, dx, dw *Tensor[F]) {
+	t.Helper()
 	x, w, r := ktConv[F](x64), ktConv[F](w64), ktConv[F](r64)
 	y, dx, dw = ktZeros[F](c.ys()), ktZeros[F](c.xs()), ktZeros[F](c.ws())
-	if err := conv2d(c.attrs(), x, w, y); err != nil {
+	if err := conv2dBanded(c.attrs(), x, w, y, budget); err != nil {
 		t.Fatal(err)
 	}
-	if err := conv2dGradInput(&ir.Attrs{Stride: c.s, Pad: c.p, Shape: c.xs()}, r, w, dx); err != nil {
+	if err := conv2dGradInputBanded(&ir.Attrs{Stride: c.s, Pad: c.p, Shape: c.xs()}, r, w, dx, budget); err != nil {
 		t.Fatal(err)
 	}
-	if err := conv2dGradWeight(&ir.Attrs{Stride: c.s, Pad: c.p, Shape: c.ws()}, x, r, dw); err != nil {
+	if err := conv2dGradWeightBanded(&ir.Attrs{Stride: c.s, Pad: c.p, Shape: c.ws()}, x, r, dw, budget); err != nil {
 		t.Fatal(err)
 	}
 	return y, dx, dw
@@ -212,15 +218,13 @@ func TestConv2D(t *testing.T) {
 // Lowering an image in bands of output rows gives the same results as
 // lowering it whole.
 func TestConv2DBanded(t *testing.T) {
-	defer func(b int) { convColBudget = b }(convColBudget)
 	for i, c := range ktConvCases {
 		rng := ktRNG(uint64(50 + i))
 		x, w, r := ktRand(rng, c.xs()...), ktRand(rng, c.ws()...), ktRand(rng, c.ys()...)
-		convColBudget = 1 << 22
 		y0, dx0, dw0 := ktConvRun[float64](t, c, x, w, r)
 		for _, rows := range []int{1, 2, 3} {
-			convColBudget = rows * c.c * c.kh * c.kw * c.ys()[3]
-			y, dx, dw := ktConvRun[float64](t, c, x, w, r)
+			budget := rows * c.c * c.kh * c.kw * c.ys()[3]
+			y, dx, dw := ktConvRunBanded[float64](t, c, x, w, r, budget)
 			what := fmt.Sprintf("%v, bands of %d rows", c, rows)
 			ktExpectClose(t, what+": y", y.Data, y0.Data, ktTolRef)
 			ktExpectClose(t, what+": dx", dx.Data, dx0.Data, ktTolRef)

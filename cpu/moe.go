@@ -214,6 +214,12 @@ func top2GateGrad[F Float](a *ir.Attrs, logits, dcombine, dlogits *Tensor[F]) er
 // every sum accumulates in float64 whatever F is), each batch slice is one
 // GEMM, and the [m, n] result is scattered into out's layout.
 func einsum[F Float](a *ir.Attrs, x, y, out *Tensor[F]) error {
+	return einsumWith(a, x, y, out, einsumDirectMax)
+}
+
+// einsumWith is einsum multiplying products of at most directMax by direct
+// loops.
+func einsumWith[F Float](a *ir.Attrs, x, y, out *Tensor[F], directMax int) error {
 	const op = "einsum"
 	e, err := ir.ParseEinsum(a.Equation)
 	if err != nil {
@@ -287,7 +293,7 @@ func einsum[F Float](a *ir.Attrs, x, y, out *Tensor[F]) error {
 					row[j] = float64(ys[ko+no])
 				}
 			}
-			if M*N*K <= einsumDirectMax {
+			if M*N*K <= directMax {
 				einsumDirect(M, N, K, ap, bp, cp)
 			} else {
 				gemmScaled(false, false, M, N, K, 1, ap, bp, 0, cp)
@@ -306,9 +312,9 @@ func einsum[F Float](a *ir.Attrs, x, y, out *Tensor[F]) error {
 
 // einsumDirectMax is the largest M·N·K product einsum multiplies by direct
 // loops rather than a BLAS call (whose fixed cost dominates tiny products,
-// e.g. elementwise equations, where M = N = K = 1 per batch slice). A
-// variable so tests can cover both paths.
-var einsumDirectMax = 512
+// e.g. elementwise equations, where M = N = K = 1 per batch slice). Tests
+// cover both paths through einsumWith.
+const einsumDirectMax = 512
 
 // einsumDirect is c = a·b for small row-major float64 matrices.
 func einsumDirect(m, n, k int, a, b, c []float64) {

@@ -289,28 +289,26 @@ func ktEinsumRef(eq string, x, y *Tensor[float64]) *Tensor[float64] {
 	return out
 }
 
-func ktEinsumRun[F Float](t *testing.T, eq string, x64, y64 *Tensor[float64]) *Tensor[F] {
+func ktEinsumRun[F Float](t *testing.T, eq string, x64, y64 *Tensor[float64], direct int) *Tensor[F] {
 	t.Helper()
 	e, err := ir.ParseEinsum(eq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := ktZeros[F](ktEinsumShape(e.Out))
-	if err := einsum(&ir.Attrs{Equation: eq}, ktConv[F](x64), ktConv[F](y64), out); err != nil {
+	if err := einsumWith(&ir.Attrs{Equation: eq}, ktConv[F](x64), ktConv[F](y64), out, direct); err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
 func TestEinsum(t *testing.T) {
-	defer func(m int) { einsumDirectMax = m }(einsumDirectMax)
 	for _, direct := range []int{0, 1 << 30} { // all BLAS, all direct loops
-		einsumDirectMax = direct
-		t.Run(fmt.Sprintf("directMax%d", direct), ktTestEinsum)
+		t.Run(fmt.Sprintf("directMax%d", direct), func(t *testing.T) { ktTestEinsum(t, direct) })
 	}
 }
 
-func ktTestEinsum(t *testing.T) {
+func ktTestEinsum(t *testing.T, direct int) {
 	for i, eq := range []string{
 		// The MoE equations and their gradients.
 		"tec,td->ecd", "tec,ecd->td", "ecd,td->tec", "ecd,tec->td", "td,ecd->tec", "td,tec->ecd",
@@ -330,20 +328,20 @@ func ktTestEinsum(t *testing.T) {
 			}
 			rng := ktRNG(uint64(500 + i))
 			x, y := ktRand(rng, ktEinsumShape(e.A)...), ktRand(rng, ktEinsumShape(e.B)...)
-			out := ktEinsumRun[float64](t, eq, x, y)
+			out := ktEinsumRun[float64](t, eq, x, y, direct)
 			ktExpectClose(t, "einsum vs direct loops", out.Data, ktEinsumRef(eq, x, y).Data, ktTolRef)
 
 			// Gradients are einsums too (ir's autodiff rule).
 			r := ktRand(rng, ktEinsumShape(e.Out)...)
-			dx := ktEinsumRun[float64](t, e.Out+","+e.B+"->"+e.A, r, y)
-			dy := ktEinsumRun[float64](t, e.Out+","+e.A+"->"+e.B, r, x)
+			dx := ktEinsumRun[float64](t, e.Out+","+e.B+"->"+e.A, r, y, direct)
+			dy := ktEinsumRun[float64](t, e.Out+","+e.A+"->"+e.B, r, x, direct)
 			ktGradCheck(t, "einsum", []*Tensor[float64]{x, y}, r.Data, []*Tensor[float64]{dx, dy},
 				func(in []*Tensor[float64]) (*Tensor[float64], error) {
 					o := ktZeros[float64](ktEinsumShape(e.Out))
-					return o, einsum(&ir.Attrs{Equation: eq}, in[0], in[1], o)
+					return o, einsumWith(&ir.Attrs{Equation: eq}, in[0], in[1], o, direct)
 				})
 
-			ktExpectClose(t, "einsum float32", ktEinsumRun[float32](t, eq, x, y).Float64s(), out.Data, ktTol32)
+			ktExpectClose(t, "einsum float32", ktEinsumRun[float32](t, eq, x, y, direct).Float64s(), out.Data, ktTol32)
 		})
 	}
 }
