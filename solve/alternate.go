@@ -55,7 +55,7 @@ func Alternate(ctx context.Context, e *encode.Encoding, lengths [][]int, seeds [
 		var prog *encode.Choice
 		progCost := math.Inf(1)
 		for _, method := range methods {
-			ch, c, err := programFor(ctx, e, base, vars, lengths, method, seeds, opt.PerSolve)
+			ch, c, err := programFor(ctx, e, base, vars, lengths, method, seeds, milp.Options{TimeLimit: opt.PerSolve})
 			if err != nil {
 				lastErr = err
 				continue
@@ -84,7 +84,7 @@ func Alternate(ctx context.Context, e *encode.Encoding, lengths [][]int, seeds [
 
 // programFor solves the MILP with every length pinned and, for method 0
 // or 1, every method column pinned to it (1 = grouped).
-func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, lengths [][]int, method int, seeds []*encode.Choice, limit time.Duration) (*encode.Choice, float64, error) {
+func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, lengths [][]int, method int, seeds []*encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
 	model := withOwnBounds(base)
 	// The cheapest seed under these lengths (and method) is the fallback.
 	var start *encode.Choice
@@ -122,7 +122,7 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 			pin(model, c, float64(method))
 		}
 	}
-	ch, err := solveChoice(ctx, e, model, vars, milp.Options{TimeLimit: limit})
+	ch, err := solveChoice(ctx, e, model, vars, opt)
 	if err == nil {
 		ch.Lengths = copyLengths(lengths)
 		var c float64

@@ -110,13 +110,25 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	model, vars := e.MILP()
 	var timed bool // whether the clock stopped any solve
 	if seed := bestStart(e, seeds, timelineCost); seed != nil {
-		lo := milp.Options{NodeLimit: opt.NodeLimit, Lean: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
-		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo)
-		seeds = append(seeds, p)
+		fp32 := make([]float64, e.N)
+		for d := range fp32 {
+			fp32[d] = m.Spec(d).FP32
+		}
+		byPeak := clone(seed)
+		for s, seg := range e.Segs {
+			byPeak.Lengths[s] = encode.RoundLengths(seg.Units, fp32)
+		}
+		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
+		// The program step (escape) only from the best start: it costs
+		// 1–5 s a solve on the paper's models.
+		for i, from := range []*encode.Choice{seed, byPeak} {
+			p, _ := Polish(ctx, e, model, vars, from, heurDeadline, lo, i == 0)
+			seeds = append(seeds, p)
+		}
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
 	seed := bestStart(e, seeds, timelineCost)
-	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit, Lean: opt.NodeLimit > 0}
+	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0}
 	if seed != nil {
 		mo.Start = e.StartValues(vars, seed)
 	}

@@ -217,10 +217,15 @@ type Options struct {
 	// NodeLimit bounds the branch-and-bound nodes (0: none). Unlike a time limit it is
 	// deterministic: the same model, start and limit give the same result on any machine.
 	NodeLimit int
-	// Lean turns off cutting-plane generation and the backend's primal heuristics: a weaker
-	// bound and no help finding solutions (give a Start), but far less work at the root of large
-	// models, so that a node limit bounds the whole solve.
-	Lean bool
+	// NoCuts turns off cutting-plane generation and NoHeuristics the backend's primal
+	// heuristics: a weaker bound and (without heuristics) no help finding solutions — give a
+	// Start — but far less work at the root of large models, so that a node limit bounds the
+	// whole solve.
+	NoCuts, NoHeuristics bool
+	// PumpPasses, when positive, keeps one primal heuristic, the feasibility pump, with that
+	// many passes: what finds solutions of the synthesizer's pinned models, at a fraction of the
+	// cost of all of them.
+	PumpPasses int
 }
 
 // Validate checks o against m. Errors wrap ErrInvalid.
@@ -234,8 +239,8 @@ func (o *Options) Validate(m *Model) error {
 	if o.Threads < 0 {
 		return invalid("negative thread count %d", o.Threads)
 	}
-	if o.NodeLimit < 0 {
-		return invalid("negative node limit %d", o.NodeLimit)
+	if o.NodeLimit < 0 || o.PumpPasses < 0 {
+		return invalid("negative node limit %d or pump passes %d", o.NodeLimit, o.PumpPasses)
 	}
 	for j, v := range o.Start {
 		if j < 0 || j >= len(m.Cols) {

@@ -231,12 +231,19 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	// pinned models without starts). Our models are small enough to
 	// solve without it.
 	setParam(model, &strs, "preprocess", "off")
-	if opt.Lean {
-		// Cut generation and the primal heuristics dominate the root of
-		// the synthesizer's large models (seconds per pass, 6 s of 7 on
-		// vgg19-tiny's); without them a node limit bounds the work.
+	// Cut generation and the primal heuristics dominate the root of the
+	// synthesizer's large models (seconds per pass, 6 s of 7 on
+	// vgg19-tiny's); without them a node limit bounds the work.
+	if opt.NoCuts {
 		setParam(model, &strs, "cuts", "off")
+	}
+	if opt.NoHeuristics {
 		setParam(model, &strs, "heur", "off")
+	}
+	if opt.PumpPasses > 0 {
+		setParam(model, &strs, "heur", "off")
+		setParam(model, &strs, "feas", "on")
+		setParam(model, &strs, "passF", strconv.Itoa(opt.PumpPasses))
 	}
 	if len(opt.Start) > 0 {
 		idx := make([]C.int, 0, len(opt.Start))
