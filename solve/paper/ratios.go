@@ -10,10 +10,6 @@ import (
 	"hap/solve/milp"
 )
 
-// lpScale expresses the LP in milliseconds, so that its coefficients sit
-// well above the solver's absolute tolerances.
-const lpScale = 1e3
-
 // Ratios solves the paper's ratio LP for a fixed program: one share per
 // device B[d] ≥ 0 with Σ B = 1 (the paper has no segments, so the same
 // shares cut every segment), minimising Σ over instructions of the
@@ -34,7 +30,29 @@ func (p *Problem) Ratios(ctx context.Context, prog *encode.Program, solver milp.
 	if err != nil {
 		return nil, 0, err
 	}
+	b, c, err := p.solveRatios(ctx, tm, solver)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p.deviceShares(b), c, nil
+}
+
+// solveRatios solves the ratio LP of a program's terms: per-group shares
+// and the optimum.
+func (p *Problem) solveRatios(ctx context.Context, tm *terms, solver milp.Solver) ([]float64, float64, error) {
 	G := len(p.Groups)
+	// Times are in units of the program's cost at even shares, so that
+	// the LP's coefficients sit well above the solver's absolute
+	// tolerances (a tiny graph's costs are microseconds).
+	even := make([]float64, G)
+	for gi := range even {
+		even[gi] = 1 / float64(p.N)
+	}
+	ref := tm.at(even)
+	if !(ref > 0) {
+		return even, ref, nil
+	}
+	lpScale := 1 / ref
 	m := &milp.Model{Sense: milp.Minimize, ObjConst: tm.fixed * lpScale}
 	b := make([]int, G)
 	sum := milp.Row{Name: "shares", Lower: 1, Upper: 1}
@@ -65,10 +83,11 @@ func (p *Problem) Ratios(ctx context.Context, prog *encode.Program, solver milp.
 		classes[c].count++
 	}
 	for c, cl := range classes {
-		z := m.AddCol(milp.Col{Name: "z" + strconv.Itoa(c), Upper: math.Inf(1), Obj: cl.count * lpScale})
+		// z is the class's slowest device, in units of ref.
+		z := m.AddCol(milp.Col{Name: "z" + strconv.Itoa(c), Upper: math.Inf(1), Obj: cl.count})
 		for gi, t := range cl.times {
 			m.AddRow(milp.Row{Name: "z" + strconv.Itoa(c) + "_" + strconv.Itoa(gi), Lower: 0, Upper: math.Inf(1),
-				Coefs: []milp.Coef{{Col: z, Val: 1}, {Col: b[gi], Val: -t}}})
+				Coefs: []milp.Coef{{Col: z, Val: 1}, {Col: b[gi], Val: -t * lpScale}}})
 		}
 	}
 	res, err := solver.Solve(ctx, m, milp.Options{Threads: 1})
@@ -90,5 +109,5 @@ func (p *Problem) Ratios(ctx context.Context, prog *encode.Program, solver milp.
 	for gi := range shares {
 		shares[gi] /= total
 	}
-	return p.deviceShares(shares), tm.at(shares), nil
+	return shares, tm.at(shares), nil
 }

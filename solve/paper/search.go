@@ -16,15 +16,6 @@ import (
 // that finishes does so on every machine with the same program).
 const MaxExpansions = 4_000_000
 
-// DebugPerOp counts expansions per op when non-nil (exploration only).
-var DebugPerOp map[int32]int
-
-// DebugPath sees the optimal path's states, last first.
-var DebugPath func(k int, g, f float64)
-
-// DebugState sees every expanded state when DebugPerOp is set.
-var DebugState func(k int, words []uint64, g, f float64)
-
 // ctxCheckEvery is how many expansions pass between looks at the context
 // (the caller's safety stop).
 const ctxCheckEvery = 1 << 12
@@ -201,9 +192,10 @@ type searcher struct {
 	table table
 	open  heap
 
-	// The expansion in progress.
-	reopened int
+	uniform  bool // no heuristic: uniform-cost search
+	improved int
 
+	// The expansion in progress.
 	u      int32
 	k, r   int
 	ext    []uint64
@@ -220,14 +212,20 @@ type Path struct {
 	Expansions int
 	States     int
 	Bound      float64 // the heuristic at the root: a lower bound on Cost
-	Reopened   int     // states reached again more cheaply
+	Improved   int     // states reached again more cheaply (queued or expanded)
 }
 
 // Search finds the cheapest program of the paper's space at per-group
 // shares b with the global method, best-first. See the package
 // documentation for the space and its reductions.
 func (p *Problem) Search(ctx context.Context, b []float64, method Method) (*Path, error) {
-	s := &searcher{p: p, pr: p.prices(b, method)}
+	return p.search(ctx, b, method, false)
+}
+
+// search is Search; uniform, it is the paper's plain uniform-cost search
+// (no heuristic), which the tests compare with.
+func (p *Problem) search(ctx context.Context, b []float64, method Method, uniform bool) (*Path, error) {
+	s := &searcher{p: p, pr: p.prices(b, method), uniform: uniform}
 	s.table.init(1 << 12)
 	maxScratch := 0
 	for k := range p.ops {
@@ -252,13 +250,6 @@ func (p *Problem) Search(ctx context.Context, b []float64, method Method) (*Path
 			continue
 		}
 		expansions++
-		if DebugPerOp != nil {
-			DebugPerOp[nd.k]++
-			if DebugState != nil {
-				nl := len(p.live[nd.k])
-				DebugState(int(nd.k), s.arena[nd.off:int(nd.off)+nl], nd.g, it.f)
-			}
-		}
 		if expansions > MaxExpansions {
 			return nil, fmt.Errorf("%w (%d; %d states, at op %d of %d)", ErrExpansions, MaxExpansions, len(s.nodes), nd.k, K)
 		}
@@ -294,13 +285,17 @@ func (s *searcher) add(k int, words []uint64, parent int32, gain float64) {
 		if old.g <= g {
 			return
 		}
-		// Cheaper than a node already queued or expanded: the heuristic
-		// is not consistent, so an expanded state may be reopened.
+		// Cheaper than a node already queued or expanded: it is replaced
+		// (the heuristic is not consistent, so even an expanded state may
+		// be reached more cheaply later; it is then expanded again).
 		old.stale = true
-		s.reopened++
+		s.improved++
 		s.table.remove(hash, id)
 	}
-	h := s.h(k, words)
+	h := 0.0
+	if !s.uniform {
+		h = s.h(k, words)
+	}
 	if math.IsInf(h, 1) {
 		return // some remaining read can no longer be served
 	}
@@ -444,13 +439,9 @@ func (s *searcher) successor(cost float64) {
 // path reconstructs the rules and choices from the goal back to the root.
 func (s *searcher) path(goal int32, expansions int) *Path {
 	K := len(s.p.ops)
-	pa := &Path{Rules: make([]int, K), Choices: make([][]uint32, K), Cost: s.nodes[goal].g, Expansions: expansions, States: len(s.nodes), Bound: s.h(0, nil), Reopened: s.reopened}
+	pa := &Path{Rules: make([]int, K), Choices: make([][]uint32, K), Cost: s.nodes[goal].g, Expansions: expansions, States: len(s.nodes), Bound: s.h(0, nil), Improved: s.improved}
 	for id := goal; s.nodes[id].parent >= 0; id = s.nodes[id].parent {
 		nd := &s.nodes[id]
-		if DebugPath != nil {
-			nl := len(s.p.live[nd.k])
-			DebugPath(int(nd.k), nd.g, nd.g+s.h(int(nd.k), s.arena[nd.off:int(nd.off)+nl]))
-		}
 		k := int(nd.k) - 1
 		n := len(s.p.ops[k].slot)
 		a := s.acts[nd.act : int(nd.act)+1+n]
