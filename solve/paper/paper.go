@@ -2,7 +2,6 @@ package paper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"hap/cost"
@@ -49,8 +48,9 @@ type Result struct {
 	// Rounds is how many search ⇄ LP rounds the winning method ran, and
 	// Expansions and States the searches' work over both methods.
 	Rounds, Expansions, States int
-	// Capped, when set, says that a later round's search reached
-	// MaxExpansions, so the alternation kept the best pair found before.
+	// Capped, when set, says which searches reached MaxExpansions and
+	// took the beam search's program instead (so the result is not
+	// proven the cheapest of the space at those shares).
 	Capped     string
 	Bandwidths Bandwidths
 }
@@ -80,7 +80,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	start := ProportionalShares(m)
 	var best *Result
-	expansions, states := 0, 0
+	expansions, states, capped := 0, 0, ""
 	for _, method := range []Method{Padded, Grouped} {
 		r, err := p.Alternate(ctx, start, method, opt.Rounds, opt.Solver)
 		if err != nil {
@@ -88,11 +88,18 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 		expansions += r.Expansions
 		states += r.States
+		if r.Capped != "" {
+			if capped != "" {
+				capped += ", "
+			}
+			capped += r.Capped
+		}
 		if best == nil || r.Cost < best.Cost {
 			best = r
 		}
 	}
 	best.Expansions, best.States = expansions, states
+	best.Capped = capped
 	return best, nil
 }
 
@@ -111,11 +118,13 @@ func (p *Problem) Alternate(ctx context.Context, start []float64, method Method,
 			res.States += pa.States
 		}
 		if err != nil {
-			if errors.Is(err, ErrExpansions) && res.Program != nil {
-				res.Capped = fmt.Sprintf("round %d: %v", round, err)
-				break
-			}
 			return nil, err
+		}
+		if pa.Capped {
+			if res.Capped != "" {
+				res.Capped += ", "
+			}
+			res.Capped += fmt.Sprintf("%s round %d", method, round)
 		}
 		if res.Program != nil && pa.Cost >= res.Cost*(1-minImprovement) {
 			break

@@ -396,6 +396,43 @@ func TestSearchMatchesUniformCost(t *testing.T) {
 	}
 }
 
+// The beam search a capped search falls back to returns a valid
+// program, priced as it says, no cheaper than the optimum.
+func TestBeamFallback(t *testing.T) {
+	m := builtin(t, "paper-8")
+	g, err := models.Load("vit-tiny", models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProblem(g, zooSegments(g), m, ir.Adam(1e-3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := ProportionalShares(m)
+	b := p.groupShares(shares)
+	for _, method := range []Method{Padded, Grouped} {
+		best, err := p.Search(context.Background(), b, method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, err := p.newSearcher(p.prices(b, method), false).beamSearch(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if pa.Cost < best.Cost*(1-costTol) {
+			t.Errorf("%s: beam %.12g below the optimum %.12g", method, pa.Cost, best.Cost)
+		}
+		prog, err := p.Program(pa, shares, method)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if got, _ := p.Price(prog, shares); math.Abs(got-pa.Cost) > costTol*pa.Cost {
+			t.Errorf("%s: beam's program priced %.12g, its path %.12g", method, got, pa.Cost)
+		}
+		t.Logf("%s: beam %.6g, optimum %.6g", method, pa.Cost, best.Cost)
+	}
+}
+
 // gridMin is the least of tm over a grid of per-group shares with
 // Σ_g size[g]·b[g] = 1: every multiple of 1/steps for the first groups,
 // the last taking the rest.

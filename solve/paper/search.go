@@ -1,28 +1,39 @@
 package paper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"hap/encode"
 	"hap/ir"
 )
 
 // MaxExpansions bounds one best-first search: the number of states it
-// may expand before giving up (a count, not a clock, so that a search
-// that finishes does so on every machine with the same program).
-const MaxExpansions = 4_000_000
+// may expand (a count, not a clock, so that the result is the same on
+// every machine). The paper suite needs at most about 0.1 M; a search
+// that reaches the bound — tiny models on many devices, whose small
+// dimensions every segment divides, and whose microsecond compute leaves
+// communication to decide — falls back to a beam search.
+const MaxExpansions = 300_000
+
+// BeamWidth is how many states per op the fallback beam search keeps
+// (the cheapest by cost so far plus the heuristic, ties in creation
+// order). Its program is the best it finds, not necessarily the
+// cheapest; Path.Capped says so.
+const BeamWidth = 512
 
 // ctxCheckEvery is how many expansions pass between looks at the context
 // (the caller's safety stop).
 const ctxCheckEvery = 1 << 12
 
-// ErrExpansions is returned when a search expands MaxExpansions states
+// errExpansions: the best-first search expanded MaxExpansions states
 // without reaching the goal.
-var ErrExpansions = errors.New("the search expanded its maximum number of states")
+var errExpansions = errors.New("the search expanded its maximum number of states")
 
 // ErrNoProgram is returned when no program in the space ends with the
 // loss as Reduce.
@@ -125,6 +136,7 @@ func (p *Problem) convTable(ti *tensorInfo, comm *[4]float64) []float64 {
 // searcher.arena at off (len(live[k]) of them).
 type node struct {
 	g      float64
+	f      float64 // g plus the heuristic
 	off    int32
 	parent int32
 	k      int32
@@ -191,6 +203,10 @@ type searcher struct {
 	acts  []uint32
 	table table
 	open  heap
+	// beam, when set, collects the new nodes (the beam search) instead of
+	// queueing them.
+	beam  bool
+	level []int32
 
 	uniform  bool // no heuristic: uniform-cost search
 	improved int
@@ -213,19 +229,40 @@ type Path struct {
 	States     int
 	Bound      float64 // the heuristic at the root: a lower bound on Cost
 	Improved   int     // states reached again more cheaply (queued or expanded)
+	// Capped says the best-first search reached MaxExpansions and the
+	// beam search's program was taken instead: Cost is then not proven
+	// the least.
+	Capped bool
 }
 
 // Search finds the cheapest program of the paper's space at per-group
-// shares b with the global method, best-first. See the package
-// documentation for the space and its reductions.
+// shares b with the global method, best-first; if that expands
+// MaxExpansions states, it returns the beam search's program instead,
+// marked Capped. See the package documentation for the space and its
+// reductions.
 func (p *Problem) Search(ctx context.Context, b []float64, method Method) (*Path, error) {
-	return p.search(ctx, b, method, false)
+	pr := p.prices(b, method)
+	pa, err := p.newSearcher(pr, false).bestFirst(ctx)
+	if !errors.Is(err, errExpansions) {
+		return pa, err
+	}
+	pa, err = p.newSearcher(pr, false).beamSearch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pa.Capped = true
+	pa.Expansions += MaxExpansions
+	return pa, nil
 }
 
-// search is Search; uniform, it is the paper's plain uniform-cost search
-// (no heuristic), which the tests compare with.
+// search is the best-first search alone; uniform, it is the paper's
+// plain uniform-cost search (no heuristic), which the tests compare with.
 func (p *Problem) search(ctx context.Context, b []float64, method Method, uniform bool) (*Path, error) {
-	s := &searcher{p: p, pr: p.prices(b, method), uniform: uniform}
+	return p.newSearcher(p.prices(b, method), uniform).bestFirst(ctx)
+}
+
+func (p *Problem) newSearcher(pr *prices, uniform bool) *searcher {
+	s := &searcher{p: p, pr: pr, uniform: uniform}
 	s.table.init(1 << 12)
 	maxScratch := 0
 	for k := range p.ops {
@@ -234,6 +271,13 @@ func (p *Problem) search(ctx context.Context, b []float64, method Method, unifor
 	s.ext = make([]uint64, maxScratch)
 	s.words = make([]uint64, maxScratch)
 	s.choice = make([]uint32, 0, 16)
+	return s
+}
+
+// bestFirst is A*: states popped cheapest (cost so far plus heuristic)
+// first, ties in creation order; the first goal popped is the cheapest.
+func (s *searcher) bestFirst(ctx context.Context) (*Path, error) {
+	p := s.p
 	s.add(0, nil, -1, 0)
 	K := len(p.ops)
 	expansions := 0
@@ -251,7 +295,7 @@ func (p *Problem) search(ctx context.Context, b []float64, method Method, unifor
 		}
 		expansions++
 		if expansions > MaxExpansions {
-			return nil, fmt.Errorf("%w (%d; %d states, at op %d of %d)", ErrExpansions, MaxExpansions, len(s.nodes), nd.k, K)
+			return nil, fmt.Errorf("%w (%d; %d states, at op %d of %d)", errExpansions, MaxExpansions, len(s.nodes), nd.k, K)
 		}
 		if expansions%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -261,6 +305,56 @@ func (p *Problem) search(ctx context.Context, b []float64, method Method, unifor
 		s.expand(it.id)
 	}
 	return nil, ErrNoProgram
+}
+
+// beamSearch expands the program op by op, keeping the BeamWidth
+// cheapest states (by cost so far plus heuristic) after each op, and
+// returns the cheapest goal.
+func (s *searcher) beamSearch(ctx context.Context) (*Path, error) {
+	p := s.p
+	K := len(p.ops)
+	s.beam = true
+	s.add(0, nil, -1, 0)
+	expansions := 0
+	for k := 0; k < K; k++ {
+		cur := s.live(s.level)
+		s.level = nil
+		for _, id := range cur {
+			expansions++
+			s.expand(id)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("beam search stopped by its safety limit at op %d of %d: %w", k, K, err)
+		}
+	}
+	var best int32 = -1
+	for _, id := range s.live(s.level) {
+		if nd := &s.nodes[id]; s.isGoal(nd) && (best < 0 || nd.g < s.nodes[best].g) {
+			best = id
+		}
+	}
+	if best < 0 {
+		return nil, ErrNoProgram
+	}
+	return s.path(best, expansions), nil
+}
+
+// live is the beam: the level's nodes not replaced, the BeamWidth
+// cheapest by f, ties in creation order.
+func (s *searcher) live(level []int32) []int32 {
+	var out []int32
+	for _, id := range level {
+		if !s.nodes[id].stale {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b int32) int {
+		if c := cmp.Compare(s.nodes[a].f, s.nodes[b].f); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return out[:min(len(out), BeamWidth)]
 }
 
 func (s *searcher) isGoal(nd *node) bool {
@@ -306,9 +400,13 @@ func (s *searcher) add(k int, words []uint64, parent int32, gain float64) {
 		s.acts = append(s.acts, s.choice...)
 	}
 	id := int32(len(s.nodes))
-	s.nodes = append(s.nodes, node{g: g, off: int32(len(s.arena)), parent: parent, k: int32(k), act: act})
+	s.nodes = append(s.nodes, node{g: g, f: g + h, off: int32(len(s.arena)), parent: parent, k: int32(k), act: act})
 	s.arena = append(s.arena, words...)
 	s.table.insert(hash, id)
+	if s.beam {
+		s.level = append(s.level, id)
+		return
+	}
 	s.open.push(item{g + h, id})
 }
 
