@@ -133,23 +133,6 @@ func kindOf(from, to encode.Layout) kind {
 	return kNone
 }
 
-// collective is the ir op of a priced kind.
-func (k kind) collective() ir.OpKind {
-	switch k {
-	case kAllGather:
-		return ir.OpAllGather
-	case kReduceScatter:
-		return ir.OpReduceScatter
-	case kAllReduce:
-		return ir.OpAllReduce
-	case kAllToAll:
-		return ir.OpAllToAll
-	case kSlice:
-		return ir.OpDynamicSlice
-	}
-	return ""
-}
-
 // commCoeffs prices one communication of a tensor of the given bytes as
 // c0 + c1·max_d B[d], forward and (when the tensor has a gradient) its
 // adjoint in backward, as the paper's profiles do: device d's share of a

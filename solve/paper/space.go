@@ -322,9 +322,6 @@ func NewProblem(g *ir.Graph, segs []encode.Segment, m *cost.Model, opt ir.Optimi
 	return p, nil
 }
 
-// Ops is the number of forward ops.
-func (p *Problem) Ops() int { return len(p.ops) }
-
 // groupShares turns per-device shares into per-group shares (the first
 // device of each group) — the shares the search and the LP use.
 func (p *Problem) groupShares(shares []float64) []float64 {
