@@ -9,9 +9,10 @@
 // vector for every segment.
 //
 // It imports ir, encode (rules, layouts, programs), cost (the prices the
-// paper's profiler would measure), cluster, and solve/milp with its CBC
-// backend for the LP — never plan, bench or cmd, and not solve (the
-// caller passes the candidate segments).
+// paper's profiler would measure: compute times and collective
+// bandwidths), and solve/milp with its CBC backend for the LP — never
+// plan, bench or cmd, and not solve (the caller passes the candidate
+// segments).
 //
 // # The search (search.go)
 //
