@@ -1,7 +1,7 @@
 // Package bench owns hap's benchmark suites: it plans zoo models on
 // built-in clusters with the synthesizer ("hap") and with the baselines
 // (dp-ev, dp-cp, megatron, a DeepSpeed-like DP+EP, ZeRO stage 3, and
-// hap-paper, an approximation of the HAP paper's own search), prices every
+// hap-paper, the HAP paper's own algorithm in solve/paper), prices every
 // program with the same simulator, and writes Markdown tables and plots.
 //
 // bench imports plan, models, cluster, cost, encode, solve and strategy,

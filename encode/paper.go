@@ -1,8 +1,8 @@
 package encode
 
 // LengthColumns returns the MILP columns of the integer lengths: [segment]
-// [device group]. Callers (bench's re-implementation of the paper's
-// alternating search) pin or free them through the model's column bounds.
+// [device group]. Callers (solve.Alternate, the program ⇄ lengths
+// alternation) pin or free them through the model's column bounds.
 func (v *MILPVars) LengthColumns() [][]int {
 	out := make([][]int, len(v.L))
 	for s := range v.L {

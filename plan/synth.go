@@ -35,15 +35,18 @@ type SynthOptions struct {
 	WallTime bool
 	// Paper, when set, is the program of the paper's search (PaperSearch)
 	// already run on these inputs (bench runs it as a system of its own);
-	// otherwise Synthesize runs it with PaperShare of the time limit.
+	// otherwise Synthesize runs it, with PaperShare of the time limit as
+	// its safety stop.
 	Paper *encode.Program
 	// Simulated holds results already simulated for named strategies on
 	// these inputs (bench's baseline rows); Synthesize reuses them.
 	Simulated map[string]*sim.Result
 }
 
-// PaperShare is the percentage of the time limit Synthesize gives the
-// paper's search when it runs it itself; the joint MILP gets the rest.
+// PaperShare is the percentage of the time limit Synthesize allows the
+// paper's search when it runs it itself — a safety stop: the search is
+// bounded by state counts and usually takes a fraction of it; the joint
+// MILP gets the rest of the limit.
 const PaperShare = 30
 
 // Synthesize plans in.Graph on in.Cluster with the synthesizer and
@@ -80,10 +83,16 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	solveLimit := limit
 	if opt.Paper == nil {
 		say("running the paper's search")
-		paperLimit := limit * PaperShare / 100
-		solveLimit -= paperLimit
-		if p, err := PaperSearch(ctx, in, max(paperLimit, time.Second)); err == nil {
+		start := time.Now()
+		paperLimit := paperSafetyLimit // its work bounds stop it well before
+		if limit > 0 {
+			paperLimit = limit * PaperShare / 100
+		}
+		if p, err := PaperSearch(ctx, in, paperLimit); err == nil {
 			opt.Paper = p
+		}
+		if limit > 0 {
+			solveLimit = max(limit-time.Since(start), limit/2)
 		}
 	}
 	if opt.Paper != nil {
@@ -141,6 +150,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	}
 	return best, nil
 }
+
+// paperSafetyLimit stops the paper's search in wall time when no time
+// limit is given; its expansion bound ends it long before on every zoo
+// model.
+const paperSafetyLimit = 30 * time.Second
 
 // DefaultNodeLimit bounds each MILP solve when neither a node nor a time
 // limit is given: small cases are solved to optimality well within it;

@@ -38,7 +38,8 @@ func wide(t *testing.T, in, out int) string {
 }
 
 // A 1.07 B-parameter layer with Adam needs ~17 GB replicated: data
-// parallelism does not fit the T4, but splitting the weight does.
+// parallelism does not fit the T4, but splitting the weight does — the
+// synthesizer's plan or the paper's search's.
 func TestMemoryLimitIsPlannedAround(t *testing.T) {
 	in, err := LoadInputs(wide(t, 16384, 65536), models.Options{}, "testdata/duo.yaml")
 	if err != nil {
@@ -69,8 +70,10 @@ func TestMemoryLimitIsPlannedAround(t *testing.T) {
 			t.Errorf("device %d (%s): peak %d B > capacity %d B", d.Device, d.Type, d.PeakMemory, d.Capacity)
 		}
 	}
-	if pl.Solver.Chosen != "" {
-		t.Errorf("a baseline (%s) was chosen; only a synthesized plan fits", pl.Solver.Chosen)
+	// The paper's search also splits the weight (it ignores memory, and
+	// its plan is picked only when it fits); no hand-written strategy fits.
+	if pl.Solver.Chosen != "" && pl.Solver.Chosen != "hap-paper" {
+		t.Errorf("a hand-written baseline (%s) was chosen; only a synthesized plan fits", pl.Solver.Chosen)
 	}
 }
 

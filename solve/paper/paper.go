@@ -1,0 +1,151 @@
+package paper
+
+import (
+	"context"
+	"fmt"
+
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+	"hap/solve/milp"
+	"hap/solve/milp/cbc"
+)
+
+// DefaultRounds caps the alternation between the search and the ratio LP
+// (each round: one search at the current ratios, one LP for the program
+// it found).
+const DefaultRounds = 8
+
+// minImprovement is the relative improvement a round must bring for the
+// alternation to go on.
+const minImprovement = 1e-9
+
+// Options configure Synthesize.
+type Options struct {
+	// Segments are the candidate segments (their Units); the shares cut
+	// every one of them.
+	Segments []encode.Segment
+	// Optimizer is the one autodiff derives the backward pass with (only
+	// the backward ops' work matters here). Default Adam.
+	Optimizer ir.Optimizer
+	// Rounds caps the alternation (0: DefaultRounds).
+	Rounds int
+	// Solver solves the ratio LP (nil: CBC).
+	Solver milp.Solver
+}
+
+// Result is the paper's plan for one graph and cluster.
+type Result struct {
+	Program *encode.Program
+	// Method is the global choice for uneven all-gathers and
+	// reduce-scatters that won.
+	Method Method
+	// Shares are the per-device ratios (before rounding to the
+	// program's integer lengths) and Cost the paper's objective of the
+	// program at them, in seconds.
+	Shares []float64
+	Cost   float64
+	// Rounds is how many search ⇄ LP rounds the winning method ran, and
+	// Expansions and States the searches' work over both methods.
+	Rounds, Expansions, States int
+	// Capped, when set, says which searches reached MaxExpansions and
+	// took the beam search's program instead (so the result is not
+	// proven the cheapest of the space at those shares).
+	Capped     string
+	Bandwidths Bandwidths
+}
+
+// Synthesize runs the paper's algorithm on forward graph g and the
+// cluster priced by m: from shares proportional to each device's FP32
+// peak, it alternates the best-first search for the cheapest program at
+// fixed shares with the ratio LP for the program found, until a round
+// does not improve the paper's cost (at most opt.Rounds rounds); it does
+// so once with every uneven all-gather and reduce-scatter padded and once
+// with all of them grouped (the paper's one global switch) and keeps the
+// cheaper. Memory is not considered.
+//
+// The result depends only on the inputs: the searches are bounded by
+// MaxExpansions, not by time. ctx is only a safety stop; when it ends
+// first, the error says so.
+func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*Result, error) {
+	p, err := NewProblem(g, opt.Segments, m, opt.Optimizer)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Rounds <= 0 {
+		opt.Rounds = DefaultRounds
+	}
+	if opt.Solver == nil {
+		opt.Solver = cbc.Solver{}
+	}
+	start := ProportionalShares(m)
+	var best *Result
+	expansions, states, capped := 0, 0, ""
+	for _, method := range []Method{Padded, Grouped} {
+		r, err := p.Alternate(ctx, start, method, opt.Rounds, opt.Solver)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		expansions += r.Expansions
+		states += r.States
+		if r.Capped != "" {
+			if capped != "" {
+				capped += ", "
+			}
+			capped += r.Capped
+		}
+		if best == nil || r.Cost < best.Cost {
+			best = r
+		}
+	}
+	best.Expansions, best.States = expansions, states
+	best.Capped = capped
+	return best, nil
+}
+
+// Alternate runs the alternation with one global method from per-device
+// shares start (identical devices equal). Each round searches at the
+// current shares, then solves the ratio LP for the program found; it
+// stops when the search's program is no cheaper than the best pair so far
+// or the LP does not improve on it.
+func (p *Problem) Alternate(ctx context.Context, start []float64, method Method, rounds int, solver milp.Solver) (*Result, error) {
+	res := &Result{Method: method, Bandwidths: p.BW}
+	shares := start
+	for round := 1; round <= rounds; round++ {
+		pa, err := p.Search(ctx, p.groupShares(shares), method)
+		if pa != nil {
+			res.Expansions += pa.Expansions
+			res.States += pa.States
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pa.Capped {
+			if res.Capped != "" {
+				res.Capped += ", "
+			}
+			res.Capped += fmt.Sprintf("%s round %d", method, round)
+		}
+		if res.Program != nil && pa.Cost >= res.Cost*(1-minImprovement) {
+			break
+		}
+		prog, err := p.Program(pa, shares, method)
+		if err != nil {
+			return nil, err
+		}
+		res.Program, res.Shares, res.Cost, res.Rounds = prog, shares, pa.Cost, round
+		next, c, err := p.Ratios(ctx, prog, solver)
+		if err != nil {
+			return nil, err
+		}
+		if c >= res.Cost*(1-minImprovement) {
+			break
+		}
+		if prog, err = p.Program(pa, next, method); err != nil {
+			return nil, err
+		}
+		res.Program, res.Shares, res.Cost = prog, next, c
+		shares = next
+	}
+	return res, nil
+}
