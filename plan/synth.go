@@ -10,6 +10,7 @@ import (
 
 	"hap/cost"
 	"hap/encode"
+	"hap/ir"
 	"hap/sim"
 	"hap/solve"
 	"hap/solve/milp"
@@ -183,7 +184,7 @@ const screenMargin = 0.03
 // screenMargin above best. Programs the encoding cannot price (2-D meshes,
 // segments it does not offer, memory it judges short) are never screened.
 func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
-	if p.Mesh != nil {
+	if p.Mesh != nil || usesAllToAll(p) {
 		return false
 	}
 	ch, ok := e.ChoiceOf(p)
@@ -192,4 +193,18 @@ func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
 	}
 	br, err := e.Evaluate(ch)
 	return err == nil && br.Seconds > best*(1+screenMargin)
+}
+
+// usesAllToAll reports whether p changes a layout Gather→Gather by an
+// all-to-all, which the encoding prices through Identity (an all-gather):
+// its estimate would be far above the simulator's (bert-moe's expert
+// layers under ep or the paper's search), so such a program is always
+// simulated.
+func usesAllToAll(p *encode.Program) bool {
+	for _, in := range p.Instrs {
+		if in.Kind == encode.Comm && in.Collective == ir.OpAllToAll {
+			return true
+		}
+	}
+	return false
 }
