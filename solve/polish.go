@@ -60,6 +60,7 @@ func Polish(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *enc
 // other heuristic off it took 1–3 s per solve on vgg19 on paper-16, against
 // 4–5 s with all of them; without the pump it found nothing better than
 // the local search). No MIP start: CBC crashed on starts of pinned models.
+// (Without a node limit — a time-limited search — every heuristic runs.)
 func programOpt(opt milp.Options) milp.Options {
 	if opt.NodeLimit > 0 {
 		opt.NoHeuristics, opt.PumpPasses = false, programPumpPasses
