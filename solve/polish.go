@@ -43,7 +43,7 @@ func Polish(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *enc
 			}
 		}
 		if !improves(cost) && escape {
-			if prog, c, err := programFor(ctx, e, base, vars, best.Lengths, -1, []*encode.Choice{best}, programOpt(opt)); err == nil && improves(c) {
+			if prog, c, err := programFor(ctx, e, base, vars, best.Lengths, []*encode.Choice{best}, programOpt(opt)); err == nil && improves(c) {
 				cur, cost = prog, c
 			}
 		}

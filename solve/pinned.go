@@ -1,0 +1,113 @@
+package solve
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"hap/encode"
+	"hap/solve/milp"
+	"hap/solve/milp/cbc"
+)
+
+// improveTolerance is the relative improvement a step must make for a
+// search to go on (below it, steps only shuffle ties).
+const improveTolerance = 1e-9
+
+// programFor solves the MILP with every length pinned: the cheapest
+// program for these lengths (far easier than the joint MILP, every share
+// being a constant).
+func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, lengths [][]int, seeds []*encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
+	model := withOwnBounds(base)
+	// The cheapest seed under these lengths is the fallback.
+	var start *encode.Choice
+	startCost := math.Inf(1)
+	for _, sd := range seeds {
+		if sd == nil {
+			continue
+		}
+		ch := *sd
+		ch.Lengths = copyLengths(lengths)
+		if br, err := e.Evaluate(&ch); err == nil && br.Seconds < startCost {
+			start, startCost = &ch, br.Seconds
+		}
+	}
+	for s, cols := range vars.LengthColumns() {
+		for g, c := range cols {
+			total := 0
+			for _, d := range e.Groups[g] {
+				total += lengths[s][d]
+			}
+			pin(model, c, float64(total))
+		}
+	}
+	ch, err := solveChoice(ctx, e, model, vars, opt)
+	if err == nil {
+		ch.Lengths = copyLengths(lengths)
+		var c float64
+		if ch, c, err = evaluate(e, ch); err == nil && c < startCost {
+			return ch, c, nil
+		}
+	}
+	if start == nil {
+		return nil, 0, err
+	}
+	return start, startCost, nil
+}
+
+// lengthsFor solves the MILP with the program of ch pinned and the
+// lengths free.
+func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
+	model := withOwnBounds(base)
+	e.Fix(model, vars, ch)
+	for s, cols := range vars.LengthColumns() {
+		for _, c := range cols {
+			model.Cols[c].Lower, model.Cols[c].Upper = 0, float64(e.Segs[s].Units)
+		}
+	}
+	out, err := solveChoice(ctx, e, model, vars, opt)
+	if err != nil {
+		return nil, 0, err
+	}
+	return evaluate(e, out)
+}
+
+func solveChoice(ctx context.Context, e *encode.Encoding, model *milp.Model, vars *encode.MILPVars, opt milp.Options) (*encode.Choice, error) {
+	// No MIP start: CBC crashed on starts of these pinned models; the
+	// caller keeps the seed when the solver finds nothing better.
+	opt.Threads = 1
+	res, err := cbc.Solver{}.Solve(ctx, model, opt)
+	if err != nil {
+		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
+	}
+	if !res.Status.HasSolution() {
+		return nil, fmt.Errorf("solver: %s (%d×%d MILP)", res.Status, len(model.Rows), len(model.Cols))
+	}
+	return e.ChoiceFrom(vars, res.Values), nil
+}
+
+func evaluate(e *encode.Encoding, ch *encode.Choice) (*encode.Choice, float64, error) {
+	br, err := e.Evaluate(ch)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ch, br.Seconds, nil
+}
+
+func pin(m *milp.Model, c int, v float64) { m.Cols[c].Lower, m.Cols[c].Upper = v, v }
+
+// withOwnBounds is a copy of m sharing its rows but with columns of its
+// own, so that pinning them leaves m as it was.
+func withOwnBounds(m *milp.Model) *milp.Model {
+	c := *m
+	c.Cols = append([]milp.Col(nil), m.Cols...)
+	return &c
+}
+
+func copyLengths(ls [][]int) [][]int {
+	out := make([][]int, len(ls))
+	for i := range ls {
+		out[i] = append([]int(nil), ls[i]...)
+	}
+	return out
+}
