@@ -2,6 +2,7 @@ package solve
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"hap/encode"
@@ -23,11 +24,11 @@ const polishRounds = 8
 // from there if it is better. Every step is deterministic (bounded by
 // opt.NodeLimit, never by the clock unless opt.TimeLimit is set), so the
 // same inputs give the same plan on any machine. It returns ch itself when
-// nothing improves on it.
+// nothing improves on it (with cost +Inf when ch is not a valid choice).
 func Polish(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, deadline time.Time, opt milp.Options, escape bool) (*encode.Choice, float64) {
 	br, err := e.Evaluate(ch)
 	if err != nil {
-		return ch, 0
+		return ch, math.Inf(1)
 	}
 	best, bestCost := ch, br.Seconds
 	improves := func(c float64) bool { return c < bestCost*(1-improveTolerance) }
