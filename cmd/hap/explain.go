@@ -39,6 +39,18 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	g := in.Graph
 	fmt.Fprintf(w, "%s (%s params) on %s: %d devices, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, pl.Cluster.Devices, in.Cluster.Summary())
 	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %.4g s\n", pl.Options.Strategy, pl.Solver.Status, pl.Cost.StepSeconds)
+	if s := pl.Solver; s.Objective > 0 {
+		// The solver's own account: its plan's estimate, the proven lower
+		// bound, and what stopped the search short of proving it optimal.
+		fmt.Fprintf(w, "solver: objective %.4g s, proven bound %.4g s, gap %.1f%%", s.Objective, s.Bound, 100*s.Gap)
+		if s.StoppedBy != "" {
+			fmt.Fprintf(w, ", stopped by the %s", s.StoppedBy)
+		}
+		if s.Chosen != "" {
+			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
+		}
+		fmt.Fprintln(w)
+	}
 
 	devs := in.Cluster.Devices()
 	if m := p.Mesh; m != nil {
