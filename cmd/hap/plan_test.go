@@ -148,3 +148,21 @@ func TestRunCPU(t *testing.T) {
 	// (TestCUDACommandsWithoutDriver checks --backend cuda without a
 	// driver; TestRunCUDAOnStandIn with one.)
 }
+
+// A synthesized plan's explanation gives the solver's account: objective,
+// proven bound, gap and what stopped the search; the plan records the
+// node limit it ran under.
+func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "-o", f); code != 0 {
+		t.Fatalf("plan: exit %d: %s %s", code, errs, out)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil || !bytes.Contains(b, []byte(`"node-limit"`)) {
+		t.Fatalf("plan file lacks its node limit: %v", err)
+	}
+	code, out, errs := runCLI("explain", f)
+	if code != 0 || !strings.Contains(out, "proven bound") || !strings.Contains(out, "gap") {
+		t.Errorf("explain: %d %s %s", code, errs, out)
+	}
+}
