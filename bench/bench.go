@@ -45,10 +45,6 @@ const (
 	StatusNA        = "n/a"
 )
 
-// PaperSafetyLimit caps the paper's search in wall time when no time
-// limit is given (its own work bounds make it stop well before).
-const PaperSafetyLimit = 30 * time.Second
-
 // PaperBatchPerGPU is the paper's weak-scaling batch: 32 samples per GPU.
 const PaperBatchPerGPU = 32
 
@@ -105,7 +101,7 @@ func (o Options) paperLimit() time.Duration {
 	if o.TimeLimit > 0 {
 		return o.TimeLimit
 	}
-	return PaperSafetyLimit
+	return plan.PaperSafetyLimit
 }
 
 func (o Options) say(format string, args ...any) {

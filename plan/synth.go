@@ -86,7 +86,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	if opt.Paper == nil {
 		say("running the paper's search")
 		start := time.Now()
-		paperLimit := paperSafetyLimit // its work bounds stop it well before
+		paperLimit := PaperSafetyLimit // its work bounds stop it well before
 		if limit > 0 {
 			paperLimit = limit * PaperShare / 100
 		}
@@ -106,7 +106,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// The encoding's memory model is stricter than the simulator's, and
 		// a limited search may end without a plan: a start that the
 		// simulator finds fitting is still a plan.
-		if p, ok := fastestFitting(in, baselines, opt.Simulated); ok {
+		if p := fasterStart(in, baselines, opt.Simulated, nil, Solver{Status: "heuristic"}, nil); p != nil {
 			say("the solver found no plan (%v); the fastest fitting start is %s", err, p.Solver.Chosen)
 			return p, nil
 		}
@@ -135,22 +135,35 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
+	screen := func(p *encode.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
+	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+}
+
+// fasterStart is the plan of the fastest start (hand-written strategy or
+// hap-paper, in a fixed order) whose simulated peak memory fits every
+// device and that is faster than best — any, when best is nil — recorded
+// with sol and the start's name as Chosen; best when none is. Starts in
+// simulated are not simulated again; screen, when set, rules a start out
+// by the planner's estimate against the best step so far without
+// simulating it.
+func fasterStart(in *Inputs, baselines map[string]*encode.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *encode.Program, best float64) bool) *Plan {
 	for _, name := range append(strategy.Names(), "hap-paper") {
 		p, ok := baselines[name]
 		if !ok {
 			continue
 		}
-		r, ok := opt.Simulated[name]
+		r, ok := simulated[name]
 		if !ok {
-			if screenedOut(res.Encoding, p, best.Cost.StepSeconds) {
+			if best != nil && screen != nil && screen(p, best.Cost.StepSeconds) {
 				continue
 			}
+			var err error
 			if r, err = Simulate(in, p); err != nil {
 				continue
 			}
 		}
-		if r.StepSeconds >= best.Cost.StepSeconds || !fits(r.Devices) {
-			continue // a baseline that runs out of memory is no plan
+		if (best != nil && r.StepSeconds >= best.Cost.StepSeconds) || !fits(r.Devices) {
+			continue // a start that runs out of memory is no plan
 		}
 		alt, err := withProgram(in, p, "hap", sol, r)
 		if err != nil {
@@ -159,42 +172,13 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		alt.Solver.Chosen = name
 		best = alt
 	}
-	return best, nil
+	return best
 }
 
-// fastestFitting is the plan of the fastest start (hand-written strategy or
-// hap-paper) whose simulated peak memory fits every device, when the
-// solver found none of its own.
-func fastestFitting(in *Inputs, baselines map[string]*encode.Program, simulated map[string]*sim.Result) (*Plan, bool) {
-	var best *Plan
-	for _, name := range append(strategy.Names(), "hap-paper") {
-		p, ok := baselines[name]
-		if !ok {
-			continue
-		}
-		r, ok := simulated[name]
-		if !ok {
-			var err error
-			if r, err = Simulate(in, p); err != nil {
-				continue
-			}
-		}
-		if !fits(r.Devices) || (best != nil && r.StepSeconds >= best.Cost.StepSeconds) {
-			continue
-		}
-		pl, err := withProgram(in, p, "hap", Solver{Status: "heuristic", Chosen: name}, r)
-		if err != nil {
-			continue
-		}
-		best = pl
-	}
-	return best, best != nil
-}
-
-// paperSafetyLimit stops the paper's search in wall time when no time
+// PaperSafetyLimit stops the paper's search in wall time when no time
 // limit is given; its expansion bound ends it long before on every zoo
 // model.
-const paperSafetyLimit = 30 * time.Second
+const PaperSafetyLimit = 30 * time.Second
 
 // DefaultNodeLimit bounds each MILP solve when neither a node nor a time
 // limit is given: small cases are solved to optimality well within it;
