@@ -1,9 +1,11 @@
 package encode
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -87,15 +89,11 @@ type OpClass struct {
 	Ops   []ir.OpID
 	Rules []Rule
 	// WorkSeg is, per rule, the segment that splits its work (−1: every
-	// device does all of it); ActSeg the segment that splits its outputs'
-	// memory (−1: full size on every device).
-	WorkSeg, ActSeg []int
+	// device does all of it).
+	WorkSeg []int
 	// Time is per device the seconds of forward+backward of all Ops at
 	// share 1; TimeF and TimeB its forward and backward parts.
 	Time, TimeF, TimeB []float64
-	// ActBytes is the bytes of all Ops' outputs at share 1.
-	ActBytes float64
-	Out      []int // tensor classes of the outputs
 }
 
 // TensorClass is a set of tensors in identical positions.
@@ -118,6 +116,12 @@ type TensorClass struct {
 	Update []float64
 	// Consumers are (op class, input slot) pairs.
 	Consumers [][2]int
+	// ConsumerSaves[k] reports whether the backward of Consumers[k] reads
+	// that input (matmul does, add does not): the tensor, in the layout
+	// that consumer reads, is then held from forward into backward.
+	// ProducerSaves: the producer's own backward reads it (relu, softmax).
+	ConsumerSaves []bool
+	ProducerSaves bool
 }
 
 // layerIndex matches the layer number in names like "layer7.attn.q".
@@ -168,12 +172,24 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			bwd[op.GradOf] = append(bwd[op.GradOf], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
 		}
 	}
-	req := ir.RequiresGrad(g)
-	stateFactor := 0.0
-	if opt.Optimizer.Kind == "adam" {
-		stateFactor = 2
+	// savedFor[t] holds the forward ops whose backward reads forward
+	// tensor t: what a device keeps from forward into backward (memory.go).
+	savedFor := make([]map[ir.OpID]bool, len(g.Tensors))
+	for i := range step.Ops {
+		op := &step.Ops[i]
+		if op.Phase != ir.Backward || op.GradOf == ir.NoOp {
+			continue
+		}
+		for _, t := range op.Inputs {
+			if int(t) < len(g.Tensors) { // the step keeps forward tensor IDs
+				if savedFor[t] == nil {
+					savedFor[t] = map[ir.OpID]bool{}
+				}
+				savedFor[t][op.GradOf] = true
+			}
+		}
 	}
-	_ = stateFactor
+	req := ir.RequiresGrad(g)
 
 	// Tensor classes: leaves by normalised name and shape; computed tensors
 	// by their producer's class (assigned below as ops are classed).
@@ -196,12 +212,6 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			Kind: t.Kind, ReqGrad: req[t.ID], Integer: !t.DType.IsFloat(), Producer: producer, OutIdx: outIdx})
 		return id
 	}
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		if t.Kind.IsLeaf() {
-			e.tclassOf[i] = addTensor(t, "leaf:"+key(t.Name)+t.Shape.String()+t.DType.String(), -1, -1)
-		}
-	}
 	okeys := map[string]int{}
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -223,7 +233,6 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n)}
 			for _, r := range rules {
 				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
-				oc.ActSeg = append(oc.ActSeg, actSeg(r))
 			}
 			e.Classes = append(e.Classes, oc)
 		}
@@ -243,12 +252,39 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 				}
 			}
 		}
+	}
+	// Tensor classes: leaves by normalised name and shape, computed tensors
+	// by their producer's class and output — and both by the op classes
+	// and slots that read them, so that every instance of a class needs
+	// the same layouts (the last layer's output, read by the head rather
+	// than by another layer, is a class of its own).
+	readers := make([][][2]int, len(g.Tensors))
+	for i := range g.Ops {
+		for slot, t := range g.Ops[i].Inputs {
+			if cs := [2]int{e.classOf[i], slot}; !slices.Contains(readers[t], cs) {
+				readers[t] = append(readers[t], cs)
+			}
+		}
+	}
+	readKey := func(t ir.TensorID) string {
+		rs := slices.Clone(readers[t])
+		slices.SortFunc(rs, func(a, b [2]int) int { return cmp.Or(a[0]-b[0], a[1]-b[1]) })
+		return fmt.Sprint(rs)
+	}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Kind.IsLeaf() {
+			e.tclassOf[i] = addTensor(t, "leaf:"+key(t.Name)+t.Shape.String()+t.DType.String()+readKey(t.ID), -1, -1)
+		}
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		ci := e.classOf[i]
 		for j, t := range op.Outputs {
-			oc.ActBytes += float64(g.Tensors[t].Shape.Numel() * g.Tensors[t].DType.Size())
-			tc := addTensor(&g.Tensors[t], fmt.Sprintf("out:%d:%d", ci, j), ci, j)
+			tc := addTensor(&g.Tensors[t], fmt.Sprintf("out:%d:%d:%s", ci, j, readKey(t)), ci, j)
 			e.tclassOf[t] = tc
-			if !ok {
-				oc.Out = append(oc.Out, tc)
+			if savedFor[t][op.ID] {
+				e.Tensors[tc].ProducerSaves = true
 			}
 		}
 	}
@@ -258,12 +294,13 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		for slot, t := range g.Ops[i].Inputs {
 			tc := &e.Tensors[e.tclassOf[t]]
 			cs := [2]int{e.classOf[i], slot}
-			dup := false
-			for _, x := range tc.Consumers {
-				dup = dup || x == cs
-			}
-			if !dup {
+			saves := savedFor[t][g.Ops[i].ID]
+			k := slices.Index(tc.Consumers, cs)
+			if k < 0 {
 				tc.Consumers = append(tc.Consumers, cs)
+				tc.ConsumerSaves = append(tc.ConsumerSaves, saves)
+			} else {
+				tc.ConsumerSaves[k] = tc.ConsumerSaves[k] || saves
 			}
 		}
 	}
@@ -306,18 +343,6 @@ func workSeg(r Rule) int {
 		}
 	}
 	return -1
-}
-
-// actSeg: the segment splitting every output, or −1 if any output is whole.
-func actSeg(r Rule) int {
-	s := -1
-	for _, l := range r.Out {
-		if l.Kind != Gather || (s >= 0 && l.Seg != s) {
-			return -1
-		}
-		s = l.Seg
-	}
-	return s
 }
 
 // LossClass is the op class producing the loss.
@@ -559,10 +584,6 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 	if e.Classes[lc].Rules[ch.Rule[lc]].Out[0] != R {
 		return nil, fmt.Errorf("%w: the loss is not Reduce", ErrInfeasibleChoice)
 	}
-	paramFactor := 2.0 // value and gradient
-	if e.opt.Optimizer.Kind == "adam" {
-		paramFactor += 2
-	}
 	// Devices of one type holding the same lengths of every segment are
 	// priced once: rep[d] is the first such device.
 	rep := make([]int, e.N)
@@ -598,7 +619,6 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 			}
 			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
 			br.Compute[d] += c.Time[d] * sh
-			br.Memory[d] += c.ActBytes * share(ch.Lengths, e.Segs, c.ActSeg[r], d)
 			terms[d].fwd[ci] = c.TimeF[d] * sh / inst
 			terms[d].bwd[ci] = c.TimeB[d] * sh / inst
 		}
@@ -619,7 +639,6 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 				sh := share(ch.Lengths, e.Segs, s, d)
 				br.Compute[d] += t.Update[d] * sh
 				terms[d].update += t.Update[d] * sh
-				br.Memory[d] += paramFactor * t.Bytes * count * sh
 			}
 			if h.Kind == Identity {
 				// The replicated parameter's gradient is all-reduced.
@@ -652,6 +671,7 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 			br.Compute[d], br.Memory[d] = br.Compute[r], br.Memory[r]
 			continue
 		}
+		br.Memory[d] = e.peakMemory(ch, d)
 		if br.Memory[d] > e.Capacity[d] {
 			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
 		}
@@ -738,25 +758,6 @@ func (e *Encoding) gatherCost(ch *Choice, ti int, l, target Layout, k int) float
 		return c.GrpA[k]*float64(nonEmpty(ls)) + c.GrpB[k]*float64(e.Segs[l.Seg].Units)
 	}
 	return c.PadA[k] + c.PadB[k]*float64(maxLen(ls))
-}
-
-// MinimumMemory is device d's memory under the most frugal split possible:
-// every parameter and activation divided evenly among all devices.
-func (e *Encoding) MinimumMemory(d int) float64 {
-	paramFactor := 2.0
-	if e.opt.Optimizer.Kind == "adam" {
-		paramFactor += 2
-	}
-	total := 0.0
-	for _, c := range e.Classes {
-		total += c.ActBytes
-	}
-	for _, t := range e.Tensors {
-		if t.Kind == ir.Param {
-			total += paramFactor * t.Bytes * float64(len(t.Tensors))
-		}
-	}
-	return total / float64(e.N)
 }
 
 // ProducedLayouts reports which layout kinds tensor class tc can be

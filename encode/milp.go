@@ -189,26 +189,20 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		commT[ti], gradT[ti] = lin{}, lin{}
 	}
 	update := make([]lin, G)
-	memory := make([]lin, G)
-	for d := range memory {
-		update[d], memory[d] = lin{}, lin{}
+	resident := make([]lin, G)
+	for d := range resident {
+		update[d], resident[d] = lin{}, lin{}
 	}
-	paramFactor := 2.0
-	if e.opt.Optimizer.Kind == "adam" {
-		paramFactor += 2
-	}
+	leafShare := make([][]lin, len(e.Tensors))
+	memoryBinds := e.memoryMayBind()
+	heldShare := make([][]lin, len(e.Tensors))
 	for ci, c := range e.Classes {
 		bySeg := map[int]lin{}
-		byAct := map[int]lin{}
 		for ri := range c.Rules {
 			if bySeg[c.WorkSeg[ri]] == nil {
 				bySeg[c.WorkSeg[ri]] = lin{}
 			}
 			bySeg[c.WorkSeg[ri]].add(v.x[ci][ri], 1)
-			if byAct[c.ActSeg[ri]] == nil {
-				byAct[c.ActSeg[ri]] = lin{}
-			}
-			byAct[c.ActSeg[ri]].add(v.x[ci][ri], 1)
 		}
 		fwdC[ci], bwdC[ci] = make([]lin, G), make([]lin, G)
 		inst := float64(len(c.Ops))
@@ -226,33 +220,57 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 					bwdC[ci][g].add(col, milpTime*c.TimeB[d]/inst*val)
 				}
 			}
-			for _, s := range sortedKeys(byAct) {
-				shareTerm(memory[g], milpMemory*c.ActBytes, s, g, byAct[s], fmt.Sprintf("a%d", ci))
-			}
 		}
 	}
 	group := 0
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
 		count := float64(len(t.Tensors))
-		if t.Kind == ir.Param {
+		// Memory (memory.go): leafShare[ti][g] is group g's share of a leaf
+		// (its resident bytes, its gradient and its update scale with it);
+		// heldShare[ti][g] the group's share of one tensor instance summed
+		// over the layouts it is held in (held_q is 1 when it is held in q).
+		heldShare[ti] = make([]lin, G)
+		for g := range heldShare[ti] {
+			heldShare[ti][g] = lin{}
+		}
+		if t.Kind == ir.Param || (t.Producer < 0 && memoryBinds) {
 			bySeg := map[int]lin{}
 			for li, l := range t.LeafLayouts {
-				s := -1
-				if l.Kind == Gather {
-					s = l.Seg
-				}
+				s := layoutSeg(l)
 				if bySeg[s] == nil {
 					bySeg[s] = lin{}
 				}
 				bySeg[s].add(v.y[ti][li], 1)
 			}
+			leafShare[ti] = make([]lin, G)
 			for g := 0; g < G; g++ {
-				d := e.Groups[g][0]
+				leafShare[ti][g] = lin{}
 				for _, s := range sortedKeys(bySeg) {
-					shareTerm(update[g], milpTime*t.Update[d], s, g, bySeg[s], fmt.Sprintf("p%d", ti))
-					shareTerm(memory[g], milpMemory*paramFactor*t.Bytes*count, s, g, bySeg[s], fmt.Sprintf("m%d", ti))
+					shareTerm(leafShare[ti][g], 1, s, g, bySeg[s], fmt.Sprintf("l%d", ti))
 				}
+				addScaled(resident[g], leafShare[ti][g], milpMemory*e.residentFactor(t)*t.Bytes*count)
+			}
+		}
+		for _, h := range e.heldBounds(ti, have, v.x) {
+			if !memoryBinds {
+				break // no memory rows: the held columns would only burden the solver
+			}
+			c := col(fmt.Sprintf("held_%d_%s", ti, h.q), 0, 1, false)
+			for _, lb := range h.lower {
+				l := lin{c: 1}
+				for lc, val := range lb {
+					l.add(lc, -val)
+				}
+				row(fmt.Sprintf("held_%d", len(m.Rows)), 0, inf, l) // held ≥ lb
+			}
+			for g := 0; g < G; g++ {
+				shareTerm(heldShare[ti][g], 1, layoutSeg(h.q), g, lin{c: 1}, fmt.Sprintf("h%d_%s", ti, h.q))
+			}
+		}
+		if t.Kind == ir.Param {
+			for g := 0; g < G; g++ {
+				addScaled(update[g], leafShare[ti][g], milpTime*t.Update[e.Groups[g][0]])
 			}
 			for c, val := range have(ti, I) {
 				gradT[ti].add(c, milpTime*e.collCoeffs(t, I).AllReduce*val)
@@ -421,36 +439,10 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
 	e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
-	for g := 0; g < G; g++ {
-		if e.memoryMayBind() {
-			row(fmt.Sprintf("memory_%d", g), -inf, milpMemory*e.Capacity[e.Groups[g][0]], memory[g])
-		}
+	if memoryBinds {
+		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}
 	return m, v
-}
-
-// memoryMayBind reports whether the whole model replicated on one device
-// could exceed some device's capacity; if not, memory rows are omitted.
-func (e *Encoding) memoryMayBind() bool {
-	paramFactor := 2.0
-	if e.opt.Optimizer.Kind == "adam" {
-		paramFactor += 2
-	}
-	total := 0.0
-	for _, c := range e.Classes {
-		total += c.ActBytes
-	}
-	for _, t := range e.Tensors {
-		if t.Kind == ir.Param {
-			total += paramFactor * t.Bytes * float64(len(t.Tensors))
-		}
-	}
-	for _, c := range e.Capacity {
-		if total > c {
-			return true
-		}
-	}
-	return false
 }
 
 // scaled multiplies every time coefficient by f.

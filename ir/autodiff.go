@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Optimizer configures the update part of a training step.
@@ -60,6 +61,11 @@ func RequiresGrad(g *Graph) []bool {
 	return req
 }
 
+// trainStepGrowth is how many more ops (and tensors) than the forward graph
+// BuildTrainStep makes room for up front: backward emits about two per
+// forward op, the update a few per parameter.
+const trainStepGrowth = 3
+
 // BuildTrainStep derives one training step from a forward graph with a
 // loss: the backward ops (reverse-mode, gradients of shared tensors summed),
 // then one update op per parameter. The result is a new graph; fwd is not
@@ -80,6 +86,10 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 		return nil, fmt.Errorf("unknown optimizer %q (want sgd or adam)", opt.Kind)
 	}
 	g := fwd.Clone()
+	// Backward and the update roughly triple a graph: growing its slices
+	// once spares the copies appending op by op would make.
+	g.Ops = slices.Grow(g.Ops, trainStepGrowth*len(g.Ops))
+	g.Tensors = slices.Grow(g.Tensors, trainStepGrowth*len(g.Tensors))
 	loss := g.Tensors[g.Loss]
 	b := builderOn(g, loss.DType)
 	req := RequiresGrad(g)

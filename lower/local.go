@@ -2,6 +2,8 @@ package lower
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"hap/encode"
 	"hap/ir"
@@ -36,6 +38,52 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 	if err := encode.Check(g, p); err != nil {
 		return nil, err
 	}
+	return buildLocal(g, p, rank)
+}
+
+// TrainSteps lowers checked program p of g for every device and derives
+// each one's training step (ir.BuildTrainStep), one worker per CPU: the
+// program is checked once, not once per device (on 64 devices that check
+// cost more than the lowering).
+func TrainSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
+	if err := encode.Check(g, p); err != nil {
+		return nil, err
+	}
+	steps := make([]*ir.Graph, p.NumDevices())
+	errs := make([]error, len(steps))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(steps)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				loc, err := buildLocal(g, p, r)
+				if err != nil {
+					errs[r] = err
+					continue
+				}
+				if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
+					errs[r] = fmt.Errorf("device %d: %w", r, err)
+				}
+			}
+		}()
+	}
+	for r := range steps {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the lowest device's error: deterministic
+		}
+	}
+	return steps, nil
+}
+
+// buildLocal is BuildLocal of a program already checked against g.
+func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 	if rank < 0 || rank >= p.NumDevices() {
 		return nil, fmt.Errorf("lowering %s: device %d is not one of the program's %d", g.Name, rank, p.NumDevices())
 	}

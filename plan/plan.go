@@ -18,8 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 
 	"hap/cluster"
 	"hap/cost"
@@ -258,46 +256,10 @@ func withProgram(in *Inputs, p *encode.Program, strategy string, solver Solver, 
 	return pl, nil
 }
 
-// Lower builds every device's training step for p.
-func Lower(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
-	// Devices lower independently (g is only read): one worker per CPU.
-	steps := make([]*ir.Graph, p.NumDevices())
-	errs := make([]error, len(steps))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(steps)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range next {
-				loc, err := lower.BuildLocal(g, p, r)
-				if err != nil {
-					errs[r] = err
-					continue
-				}
-				if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
-					errs[r] = fmt.Errorf("device %d: %w", r, err)
-				}
-			}
-		}()
-	}
-	for r := range steps {
-		next <- r
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the lowest device's error: deterministic
-		}
-	}
-	return steps, nil
-}
-
 // Simulate lowers p, schedules it and runs the simulator under the
 // cluster's cost model.
 func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
-	steps, err := Lower(in.Graph, p, in.Optimizer)
+	steps, err := lower.TrainSteps(in.Graph, p, in.Optimizer)
 	if err != nil {
 		return nil, err
 	}

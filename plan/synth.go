@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"hap/cost"
@@ -136,7 +137,29 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		return nil, err
 	}
 	screen := func(p *encode.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
+	if !fits(best.Cost.PerDevice) {
+		// The encoding's memory model matches the simulator's to a few
+		// percent (TestPlannerMemoryMatchesSimulator), and the 10% it
+		// leaves free absorbs that; should a plan still not fit, a start
+		// that does is the answer.
+		say("the solver's plan does not fit in memory when simulated; trying the starts")
+		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
+			return alt, nil
+		}
+		return nil, fmt.Errorf("%w: %s", solve.ErrNoPlan, overMemory(best.Cost.PerDevice))
+	}
 	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+}
+
+// overMemory names the devices whose simulated peak exceeds capacity.
+func overMemory(devs []sim.DeviceStats) string {
+	var out []string
+	for d, st := range devs {
+		if !st.Fits() {
+			out = append(out, fmt.Sprintf("device %d needs %.3g GB, has %.3g GB", d, float64(st.PeakMemory)/1e9, float64(st.Capacity)/1e9))
+		}
+	}
+	return "the solver's plan does not fit when simulated: " + strings.Join(out, "; ")
 }
 
 // fasterStart is the plan of the fastest start (hand-written strategy or

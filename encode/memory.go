@@ -1,0 +1,315 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"hap/ir"
+)
+
+// The memory model: each device's peak, as the simulator measures it for
+// the lowered program. Three kinds of tensor make it:
+//
+//	resident   parameters' values and optimizer state, and inputs, all
+//	           step long, at their layout's share;
+//	held       every tensor a backward op reads, in each layout it is read
+//	           in: the producer's output when the producer's own backward
+//	           reads it (relu, softmax), and the copy a consumer reads when
+//	           that consumer's backward reads its input (matmul) — the
+//	           result of an all-gather, slice, pad or all-reduce, or the
+//	           replicate op's copy of an Identity parameter. Held from
+//	           forward until backward reaches it;
+//	gradients  a parameter's gradient, from its backward until the update,
+//	           at the parameter's share.
+//
+// Tensors that backward never reads are freed during forward and do not
+// count. Backward sweeps the timeline's blocks (timeline.go) last to
+// first, freeing each block's held tensors and making its gradients, so
+// the peak is at some block k:
+//
+//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + held_{d,k} + Σ_{b≥k} grad_{d,b} )
+//
+// where held_{d,k} counts twice those of block k's held tensors that have
+// a gradient: while block k's backward runs, their gradients (as large as
+// they are) are live beside them — at the start of backward that is the
+// logits and their gradient. A tensor held in Identity or Reduce is whole on every
+// device; in Gather(s), device d holds Lengths[s][d]/Units of it. Every
+// term is linear in the choice (one indicator per tensor class and layout
+// held) and in the lengths, so the MILP states the peak exactly (milp.go,
+// the held_* columns and memory_* rows); plan's tests measure how close it
+// comes to the simulator.
+
+// paramFactor is the bytes a device keeps per byte of its share of a
+// parameter: the value and its gradient, and Adam's two moments.
+func (e *Encoding) paramFactor() float64 {
+	if e.opt.Optimizer.Kind == "adam" {
+		return 4
+	}
+	return 2
+}
+
+// residentFactor is the bytes a leaf of class t keeps all step per byte
+// of its share: a parameter its value and optimizer state (its gradient
+// is swept separately), an input itself; a computed tensor none.
+func (e *Encoding) residentFactor(t *TensorClass) float64 {
+	switch {
+	case t.Kind == ir.Param:
+		return e.paramFactor() - 1
+	case t.Producer < 0:
+		return 1
+	}
+	return 0
+}
+
+// heldCopy reports whether a consumer reading tensor class t in layout q,
+// when t is held in layout have, holds a tensor of its own beyond the
+// resident leaf: always for a computed tensor (the held tensor is the
+// output or a copy of it); for a leaf, when q is not the leaf's layout —
+// or when it is Identity on a parameter, which lowering passes through a
+// replicate op (whose adjoint all-reduces the gradient) into a copy.
+func heldCopy(t *TensorClass, q, have Layout) bool {
+	return t.Producer >= 0 || q != have || (t.Kind == ir.Param && q == I)
+}
+
+// heldLayouts appends to buf the layouts in which tensor class ti is held
+// from forward into backward under ch, beyond its resident leaf, each once.
+func (e *Encoding) heldLayouts(ch *Choice, ti int, buf []Layout) []Layout {
+	t := &e.Tensors[ti]
+	h := e.have(ch, ti)
+	held := buf[:0]
+	if t.ProducerSaves {
+		held = append(held, h)
+	}
+	for k, cs := range t.Consumers {
+		if !t.ConsumerSaves[k] {
+			continue
+		}
+		if q := e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]]; heldCopy(t, q, h) && !slices.Contains(held, q) {
+			held = append(held, q)
+		}
+	}
+	return held
+}
+
+// peakMemory is device d's peak bytes under ch (the model above).
+func (e *Encoding) peakMemory(ch *Choice, d int) float64 {
+	resident := 0.0
+	heldShare := make([]float64, len(e.Tensors)) // per instance, as a fraction of its bytes
+	var buf []Layout
+	for ti := range e.Tensors {
+		t := &e.Tensors[ti]
+		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * share(ch.Lengths, e.Segs, layoutSeg(e.have(ch, ti)), d)
+		buf = e.heldLayouts(ch, ti, buf)
+		for _, q := range buf {
+			heldShare[ti] += share(ch.Lengths, e.Segs, layoutSeg(q), d)
+		}
+	}
+	held := make([]float64, len(e.blocks))
+	heldGrad := make([]float64, len(e.blocks)) // the part with a gradient
+	grad := make([]float64, len(e.blocks))
+	for k, bl := range e.blocks {
+		for _, tc := range bl.tensors {
+			t := &e.Tensors[tc.class]
+			held[k] += float64(tc.n) * t.Bytes * heldShare[tc.class]
+			if t.ReqGrad && t.Kind != ir.Param {
+				heldGrad[k] += float64(tc.n) * t.Bytes * heldShare[tc.class]
+			}
+			if t.Kind == ir.Param {
+				grad[k] += float64(tc.n) * t.Bytes * share(ch.Lengths, e.Segs, layoutSeg(e.have(ch, tc.class)), d)
+			}
+		}
+	}
+	gradFrom := make([]float64, len(e.blocks)+1) // Σ_{b≥k} grad_b
+	for k := len(e.blocks) - 1; k >= 0; k-- {
+		gradFrom[k] = gradFrom[k+1] + grad[k]
+	}
+	peak, heldTo := 0.0, 0.0
+	for k := range e.blocks {
+		heldTo += held[k]
+		peak = math.Max(peak, heldTo+heldGrad[k]+gradFrom[k])
+	}
+	return resident + peak
+}
+
+// layoutSeg is the segment splitting a tensor in layout l; −1 when every
+// device holds all of it.
+func layoutSeg(l Layout) int {
+	if l.Kind == Gather {
+		return l.Seg
+	}
+	return -1
+}
+
+// MinimumMemory is a lower bound of device d's peak under the most frugal
+// split possible: every leaf and held tensor divided evenly among all
+// devices, no copies — all resident tensors, and either every held
+// tensor (where backward starts) or every gradient (where it ends).
+func (e *Encoding) MinimumMemory(d int) float64 {
+	resident, held, grad := e.wholeMemory()
+	return (resident + math.Max(held, grad)) / float64(e.N)
+}
+
+// wholeMemory is the model's resident bytes, its held tensors (one copy
+// each) and its parameters' gradients, whole.
+func (e *Encoding) wholeMemory() (resident, held, grad float64) {
+	for i := range e.Tensors {
+		t := &e.Tensors[i]
+		all := t.Bytes * float64(len(t.Tensors))
+		resident += all * e.residentFactor(t)
+		if t.Kind == ir.Param {
+			grad += all
+		}
+		if t.Producer >= 0 && (t.ProducerSaves || slices.Contains(t.ConsumerSaves, true)) {
+			held += all
+		}
+	}
+	return resident, held, grad
+}
+
+// memoryMayBind reports whether some choice could exceed some device's
+// capacity; if none can, the memory rows are left out. The most any device
+// can hold: everything whole, every tensor held in each layout it can be
+// held in, and twice, with all gradients.
+func (e *Encoding) memoryMayBind() bool {
+	most := 0.0
+	for i := range e.Tensors {
+		t := &e.Tensors[i]
+		all := t.Bytes * float64(len(t.Tensors))
+		most += all * e.residentFactor(t)
+		if t.Kind == ir.Param {
+			most += all
+		}
+		most += 2 * all * float64(len(e.Layouts(i))+1) // +1: a leaf may also be padded to Reduce
+	}
+	for _, c := range e.Capacity {
+		if most > c {
+			return true
+		}
+	}
+	return false
+}
+
+// heldBound: the tensor is held in layout q whenever one of the lower
+// expressions is 1.
+type heldBound struct {
+	q     Layout
+	lower []lin
+}
+
+// heldBounds states heldLayouts for the MILP, given have(ti, l) (1 when
+// the tensor is produced in l) and the rule columns x: held in its
+// produced layout if its producer saves it; held in q if a consumer that
+// saves its input reads it in q (minus have(q) when that is the resident
+// leaf itself). Layouts come in a fixed order: produced, then consumers'.
+func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []heldBound {
+	t := &e.Tensors[ti]
+	var out []heldBound
+	at := map[Layout]int{}
+	add := func(q Layout, lb lin) {
+		k, ok := at[q]
+		if !ok {
+			k = len(out)
+			at[q] = k
+			out = append(out, heldBound{q: q})
+		}
+		out[k].lower = append(out[k].lower, lb)
+	}
+	if t.ProducerSaves {
+		for _, r := range e.Classes[t.Producer].Rules {
+			q := r.Out[t.OutIdx]
+			if _, ok := at[q]; !ok {
+				add(q, have(ti, q))
+			}
+		}
+	}
+	for k, cs := range t.Consumers {
+		if !t.ConsumerSaves[k] {
+			continue
+		}
+		reads := map[Layout]lin{} // q → Σ x over the consumer's rules reading q
+		var order []Layout
+		for ri, r := range e.Classes[cs[0]].Rules {
+			q := r.In[cs[1]]
+			if reads[q] == nil {
+				reads[q] = lin{}
+				order = append(order, q)
+			}
+			reads[q].add(x[cs[0]][ri], 1)
+		}
+		for _, q := range order {
+			lb := reads[q]
+			if t.Producer < 0 && !(t.Kind == ir.Param && q == I) {
+				// Reading the leaf in its own layout holds nothing new.
+				for c, val := range have(ti, q) {
+					lb.add(c, -val)
+				}
+			}
+			add(q, lb)
+		}
+	}
+	return out
+}
+
+// memoryRows states peak ≤ capacity for every group and block of the
+// sweep (the model above), given each group's resident bytes and its
+// share expressions of every leaf and held tensor. Running columns keep
+// the rows sparse: heldTo_k ≥ heldTo_{k−1} + held_k and gradFrom_k ≥
+// gradFrom_{k+1} + grad_k (at least is enough: the rows only bound them
+// from above).
+func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin,
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
+	inf := math.Inf(1)
+	K := len(e.blocks)
+	for g := range resident {
+		held := make([]lin, K)
+		heldGrad := make([]lin, K)
+		grad := make([]lin, K)
+		for k, bl := range e.blocks {
+			held[k], heldGrad[k], grad[k] = lin{}, lin{}, lin{}
+			for _, tc := range bl.tensors {
+				t := &e.Tensors[tc.class]
+				bytes := milpMemory * float64(tc.n) * t.Bytes
+				addScaled(held[k], heldShare[tc.class][g], bytes)
+				if t.ReqGrad && t.Kind != ir.Param {
+					addScaled(heldGrad[k], heldShare[tc.class][g], bytes)
+				}
+				if t.Kind == ir.Param {
+					addScaled(grad[k], leafShare[tc.class][g], bytes)
+				}
+			}
+		}
+		running := func(name string, k, prev int, term lin) int {
+			c := col(fmt.Sprintf("%s_%d_%d", name, g, k), 0, inf, false)
+			l := lin{c: 1}
+			if prev >= 0 {
+				l.add(prev, -1)
+			}
+			addScaled(l, term, -1)
+			row(fmt.Sprintf("%s_%d_%d", name, g, k), 0, inf, l)
+			return c
+		}
+		gradFrom := make([]int, K)
+		next := -1
+		for k := K - 1; k >= 0; k-- {
+			gradFrom[k] = running("gradfrom", k, next, grad[k])
+			next = gradFrom[k]
+		}
+		heldTo := -1
+		capacity := milpMemory * e.Capacity[e.Groups[g][0]]
+		for k := 0; k < K; k++ {
+			heldTo = running("heldto", k, heldTo, held[k])
+			l := lin{heldTo: 1, gradFrom[k]: 1}
+			addScaled(l, resident[g], 1)
+			addScaled(l, heldGrad[k], 1)
+			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
+		}
+	}
+}
+
+// addScaled adds f·src to dst.
+func addScaled(dst, src lin, f float64) {
+	for c, v := range src {
+		dst.add(c, f*v)
+	}
+}
