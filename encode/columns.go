@@ -1,5 +1,7 @@
 package encode
 
+import "slices"
+
 // LengthColumns returns the MILP columns of the integer lengths: [segment]
 // [device group]. Callers (the synthesizer's heuristic) pin or free
 // them through the model's column bounds.
@@ -9,4 +11,28 @@ func (v *MILPVars) LengthColumns() [][]int {
 		out[s] = append([]int(nil), v.L[s]...)
 	}
 	return out
+}
+
+// MethodColumns returns the MILP columns choosing each uneven collective's
+// method (1: grouped, 0: padded), in a fixed order. Which method is
+// cheaper depends on the lengths (padded pays for the largest piece,
+// grouped for every non-empty one), so the heuristic frees them with the
+// lengths.
+func (v *MILPVars) MethodColumns() []int {
+	var out []int
+	for _, byLayout := range v.grouped {
+		for _, qi := range sortedInts(byLayout) {
+			out = append(out, byLayout[qi])
+		}
+	}
+	return out
+}
+
+func sortedInts(m map[int]int) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

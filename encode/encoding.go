@@ -3,7 +3,6 @@ package encode
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -675,8 +674,8 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 		if br.Memory[d] > e.Capacity[d] {
 			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
 		}
-		br.Seconds = math.Max(br.Seconds, e.stepTime(&terms[d]))
 	}
+	br.Seconds = e.stepSeconds(ch, terms, rep)
 	return br, nil
 }
 
@@ -747,6 +746,23 @@ func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool
 		return ar, true, nil
 	}
 	return rs, false, nil
+}
+
+// hasCollective reports whether tensor class ti's layout changes under ch
+// take a collective (all-gather, all-reduce or reduce-scatter).
+func (e *Encoding) hasCollective(ch *Choice, ti int) bool {
+	need := e.Needs(ch, ti)
+	switch h := e.have(ch, ti); h.Kind {
+	case Gather:
+		return need[I]
+	case Reduce:
+		for q := range need {
+			if q != R {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gatherCost: k = 0 all-gather, 1 reduce-scatter, of Gather layout l,

@@ -169,8 +169,8 @@ func (e *Encoding) wholeMemory() (resident, held, grad float64) {
 
 // memoryMayBind reports whether some choice could exceed some device's
 // capacity; if none can, the memory rows are left out. The most any device
-// can hold: everything whole, every tensor held in each layout it can be
-// held in, and twice, with all gradients.
+// can hold: every leaf whole with its gradient, and every tensor whole in
+// each layout it can be held in — twice, for those with a gradient.
 func (e *Encoding) memoryMayBind() bool {
 	most := 0.0
 	for i := range e.Tensors {
@@ -180,7 +180,11 @@ func (e *Encoding) memoryMayBind() bool {
 		if t.Kind == ir.Param {
 			most += all
 		}
-		most += 2 * all * float64(len(e.Layouts(i))+1) // +1: a leaf may also be padded to Reduce
+		held := float64(len(e.heldBounds(i, func(int, Layout) lin { return lin{} }, nil)))
+		if t.ReqGrad && t.Kind != ir.Param {
+			held *= 2
+		}
+		most += all * held
 	}
 	for _, c := range e.Capacity {
 		if most > c {
@@ -235,7 +239,9 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 				reads[q] = lin{}
 				order = append(order, q)
 			}
-			reads[q].add(x[cs[0]][ri], 1)
+			if x != nil { // nil: only which layouts (memoryMayBind)
+				reads[q].add(x[cs[0]][ri], 1)
+			}
 		}
 		for _, q := range order {
 			lb := reads[q]
@@ -295,12 +301,17 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin,
 			gradFrom[k] = running("gradfrom", k, next, grad[k])
 			next = gradFrom[k]
 		}
+		// The resident bytes, a column of their own: every row of the
+		// sweep reads them.
+		res := col(fmt.Sprintf("resident_%d", g), 0, inf, false)
+		l := lin{res: 1}
+		addScaled(l, resident[g], -1)
+		row(fmt.Sprintf("resident_%d", g), 0, 0, l)
 		heldTo := -1
 		capacity := milpMemory * e.Capacity[e.Groups[g][0]]
 		for k := 0; k < K; k++ {
 			heldTo = running("heldto", k, heldTo, held[k])
-			l := lin{heldTo: 1, gradFrom[k]: 1}
-			addScaled(l, resident[g], 1)
+			l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
 			addScaled(l, heldGrad[k], 1)
 			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
 		}

@@ -28,6 +28,7 @@ type MILPVars struct {
 	need    []map[Layout]int
 	nz      [][]int
 	T       int
+	sync    []syncVar
 }
 
 // lin is a sparse linear expression.
@@ -195,6 +196,7 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	}
 	leafShare := make([][]lin, len(e.Tensors))
 	memoryBinds := e.memoryMayBind()
+	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
 	for ci, c := range e.Classes {
 		bySeg := map[int]lin{}
@@ -356,6 +358,7 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 		// conv is 1 when need(q) ∧ have(h) [∧ ¬need(I)]: conv ≥ need + have − 1 − extra.
 		conv := func(q, h Layout, minusNeedI bool) int {
 			c := col(fmt.Sprintf("conv_%d_%s_%s", ti, h, q), 0, 1, false)
+			collCols[ti] = append(collCols[ti], c)
 			l := lin{c: 1, need[q]: -1}
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
@@ -438,7 +441,7 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
-	e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, collCols, milpTime*e.timeBound(), col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}
@@ -546,6 +549,21 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 			pin(c, float64(total))
 		}
 	}
+	// The synchronisation binaries follow from the program alone.
+	for _, sv := range v.sync {
+		pin(sv.col, b2f(e.syncOn(ch, sv)))
+	}
+}
+
+// syncOn is the value of synchronisation binary sv under ch: whether one
+// of its tensor classes changes layout by a collective.
+func (e *Encoding) syncOn(ch *Choice, sv syncVar) bool {
+	for _, t := range sv.classes {
+		if e.hasCollective(ch, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func b2f(b bool) float64 {
@@ -589,6 +607,9 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 			st[c] = float64(total)
 			st[v.nz[s][g]] = b2f(total > 0)
 		}
+	}
+	for _, sv := range v.sync {
+		st[sv.col] = b2f(e.syncOn(ch, sv))
 	}
 	return st
 }

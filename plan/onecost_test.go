@@ -14,30 +14,13 @@ import (
 
 // oneCostTolerance is how far the planner's step time (the encoding's
 // timeline, the MILP's objective) may be from the simulator's time for the
-// lowered program: the 1%.
+// lowered program, for hand-written and synthesized plans alike: the
+// issue's 1% (measured −0.07% to +0.45%).
 const oneCostTolerance = 0.01
-
-// commBoundTolerance is the bound for tp, whose steps are almost all
-// blocking activation collectives (bert-base paper-8: 6.8 s of 7.3). The
-// timeline lets a replicated parameter's gradient all-reduce overlap the
-// rest of backward; in the simulator it sits on the in-order
-// communication stream ahead of the next blocking adjoint, which the
-// compute then waits for, so little overlaps (0.04 s, not the timeline's
-// 0.16 s). Measured −0.3% to −2.9% (docs/planner.md).
-const commBoundTolerance = 0.03
-
-// synthCostTolerance is the bound for synthesized plans, which are
-// whatever the time-limited solver found (so differ with machine load).
-// The timeline takes each device's total and the maximum over devices at
-// the end; the simulator also waits, at every collective, for the slowest
-// device. Plans whose layers split work with different ratios (VGG19's
-// convolutions on every GPU, its classifier on the V100s) lose up to ~4%
-// to those waits (measured -0.1% to -4.3%); docs/planner.md.
-const synthCostTolerance = 0.05
 
 // memoryTolerance is how far the encoding's peak memory per device
 // (encode's memory.go) may be from the simulator's: measured within
-// −2%..+1% on these cases.
+// −3.0%..+4.8% on these cases, most within 1%.
 const memoryTolerance = 0.05
 
 // uncapped is a memory fraction that lets Evaluate price any choice: the
@@ -78,7 +61,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check := func(name string, p *encode.Program, tol float64) {
+		check := func(name string, p *encode.Program) {
 			if p.Mesh != nil {
 				return // 2-D programs are baselines only, outside the encoding
 			}
@@ -107,7 +90,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			// A program that does not fit is no plan, and one with
 			// all-to-all the encoding does not price (docs/planner.md):
 			// their times are logged, not held to the tolerance.
-			if fits && !usesAllToAll(p) && math.Abs(rel) > tol {
+			if fits && !usesAllToAll(p) && math.Abs(rel) > oneCostTolerance {
 				t.Errorf("%s on %s, %s: planner %.4f s vs simulator %.4f s (%+.2f%%)", c.model, c.cluster, name, br.Seconds, r.StepSeconds, 100*rel)
 			}
 			lo, hi := math.Inf(1), math.Inf(-1)
@@ -123,11 +106,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 		var starts []*encode.Program
 		for _, name := range strategy.Names() {
 			if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
-				tol := oneCostTolerance
-				if name == "tp" {
-					tol = commBoundTolerance
-				}
-				check(name, p, tol)
+				check(name, p)
 				starts = append(starts, p)
 			}
 		}
@@ -136,7 +115,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			check("hap", res.Program, synthCostTolerance)
+			check("hap", res.Program)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"runtime"
 	"strconv"
 	"strings"
@@ -102,7 +104,18 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		baselines["hap-paper"] = opt.Paper
 		starts = append(starts, opt.Paper)
 	}
+	// The baselines the planner cannot price are simulated whatever the
+	// solver finds: simulate them meanwhile, on the cores the
+	// single-threaded solver leaves (2 s of 10 on bert-base paper-64).
+	simulated := maps.Clone(opt.Simulated)
+	if simulated == nil {
+		simulated = map[string]*sim.Result{}
+	}
+	pre := make(chan map[string]*sim.Result, 1)
+	go func() { pre <- simulateUnpriced(in, m, baselines, simulated) }()
 	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, NodeLimit: nodes, Starts: starts})
+	maps.Copy(simulated, <-pre)
+	opt.Simulated = simulated
 	if errors.Is(err, solve.ErrNoPlan) {
 		// The encoding's memory model is stricter than the simulator's, and
 		// a limited search may end without a plan: a start that the
@@ -227,18 +240,53 @@ func fits(devs []sim.DeviceStats) bool {
 const screenMargin = 0.03
 
 // screenedOut reports whether p is priced by the encoding at more than
-// screenMargin above best. Programs the encoding cannot price (2-D meshes,
-// segments it does not offer, memory it judges short) are never screened.
+// screenMargin above best. Programs the encoding cannot price are never
+// screened.
 func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
+	t, ok := priced(e, p)
+	return ok && t > best*(1+screenMargin)
+}
+
+// priced is the encoding's step time for p, if it can price it: not 2-D
+// meshes, all-to-all, segments it does not offer, or memory it judges
+// short.
+func priced(e *encode.Encoding, p *encode.Program) (float64, bool) {
 	if p.Mesh != nil || usesAllToAll(p) {
-		return false
+		return 0, false
 	}
 	ch, ok := e.ChoiceOf(p)
 	if !ok {
-		return false
+		return 0, false
 	}
 	br, err := e.Evaluate(ch)
-	return err == nil && br.Seconds > best*(1+screenMargin)
+	if err != nil {
+		return 0, false
+	}
+	return br.Seconds, true
+}
+
+// simulateUnpriced simulates the baselines not in done that the encoding
+// cannot price (so that fasterStart will simulate them whatever the
+// solver's plan). A baseline that fails to simulate is left out:
+// fasterStart tries it again and passes over it.
+func simulateUnpriced(in *Inputs, m *cost.Model, baselines map[string]*encode.Program, done map[string]*sim.Result) map[string]*sim.Result {
+	out := map[string]*sim.Result{}
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer})
+	if err != nil {
+		return out
+	}
+	for _, name := range slices.Sorted(maps.Keys(baselines)) {
+		if _, ok := done[name]; ok {
+			continue
+		}
+		if _, ok := priced(e, baselines[name]); ok {
+			continue
+		}
+		if r, err := Simulate(in, baselines[name]); err == nil {
+			out[name] = r
+		}
+	}
+	return out
 }
 
 // usesAllToAll reports whether p changes a layout Gather→Gather by an

@@ -56,7 +56,8 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 }
 
 // lengthsFor solves the MILP with the program of ch pinned and the
-// lengths free.
+// lengths free — and the collective methods, whose better choice follows
+// the lengths.
 func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
 	model := withOwnBounds(base)
 	e.Fix(model, vars, ch)
@@ -64,6 +65,9 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 		for _, c := range cols {
 			model.Cols[c].Lower, model.Cols[c].Upper = 0, float64(e.Segs[s].Units)
 		}
+	}
+	for _, c := range vars.MethodColumns() {
+		model.Cols[c].Lower, model.Cols[c].Upper = 0, 1
 	}
 	out, err := solveChoice(ctx, e, model, vars, opt)
 	if err != nil {

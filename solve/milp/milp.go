@@ -226,6 +226,10 @@ type Options struct {
 	// many passes: what finds solutions of the synthesizer's pinned models, at a fraction of the
 	// cost of all of them.
 	PumpPasses int
+	// NoStrongBranching chooses branching variables by pseudo-costs alone, without trial
+	// solves of candidate branches: far cheaper nodes on large models, where a node limit
+	// leaves no room for the trials to pay off.
+	NoStrongBranching bool
 }
 
 // Validate checks o against m. Errors wrap ErrInvalid.

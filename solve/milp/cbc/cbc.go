@@ -240,6 +240,9 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	if opt.NoHeuristics {
 		setParam(model, &strs, "heur", "off")
 	}
+	if opt.NoStrongBranching {
+		setParam(model, &strs, "strongBranching", "0")
+	}
 	if opt.PumpPasses > 0 {
 		setParam(model, &strs, "heur", "off")
 		setParam(model, &strs, "feas", "on")
