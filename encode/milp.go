@@ -48,7 +48,14 @@ func (l lin) add(col int, v float64) {
 // ζ ≥ 0, ζ ≤ L and the conservation rows make it x·L at every integer
 // point. The objective is Evaluate's timeline (timeline.go: T at least each
 // of its terms, per device group), so both price every choice the same.
-func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
+func (e *Encoding) MILP() (*milp.Model, *MILPVars) { return e.MILPBelow(0) }
+
+// MILPBelow is MILP with the step bounded by limit seconds (0: none) — the
+// cost of a choice known to be feasible, so that no better plan is cut
+// off. The bound lets the synchronisation rows' big M be twice the limit
+// rather than timeBound's worst case (every term of those rows is at most
+// the step), which tightens their LP relaxation by orders of magnitude.
+func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
 	col := func(name string, lo, hi float64, integer bool) int {
@@ -441,12 +448,21 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) {
 	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, collCols, milpTime*e.timeBound(), col, row)
+	bigM := milpTime * e.timeBound()
+	if limit > 0 {
+		m.Cols[v.T].Upper = milpTime * limit * (1 + limitSlack)
+		bigM = 2 * m.Cols[v.T].Upper
+	}
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, collCols, bigM, col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}
 	return m, v
 }
+
+// limitSlack widens MILPBelow's bound so that the choice whose cost it is
+// stays feasible despite rounding in the solver.
+const limitSlack = 1e-6
 
 // scaled multiplies every time coefficient by f.
 func (c Coll) scaled(f float64) Coll {

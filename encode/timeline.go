@@ -272,10 +272,20 @@ func (e *Encoding) stepSeconds(ch *Choice, terms []timelineTerms, rep []int) flo
 	}
 	syncF := make([]bool, len(e.blocks))
 	syncB := make([]bool, len(e.blocks))
+	coll := make([]int8, len(e.Tensors)) // hasCollective per class: 0 unknown, 1 no, 2 yes
+	has := func(ti int) bool {
+		if coll[ti] == 0 {
+			coll[ti] = 1
+			if e.hasCollective(ch, ti) {
+				coll[ti] = 2
+			}
+		}
+		return coll[ti] == 2
+	}
 	for k, bl := range e.blocks {
 		for _, tc := range bl.tensors {
 			t := &e.Tensors[tc.class]
-			if t.Producer >= 0 && e.hasCollective(ch, tc.class) {
+			if t.Producer >= 0 && has(tc.class) {
 				syncF[k] = true
 				syncB[k] = syncB[k] || t.ReqGrad
 			}

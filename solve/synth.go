@@ -107,9 +107,17 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 		return max(time.Until(dl), time.Millisecond)
 	}
-	model, vars := e.MILP()
+	// No plan worse than the best start is wanted: bounding the step by its
+	// cost tightens the MILP (MILPBelow).
+	var limit float64
+	seed := bestStart(e, seeds, timelineCost)
+	if seed != nil {
+		br, _ := e.Evaluate(seed) // bestStart evaluated it: no error
+		limit = br.Seconds
+	}
+	model, vars := e.MILPBelow(limit)
 	var timed bool // whether the clock stopped any solve
-	if seed := bestStart(e, seeds, timelineCost); seed != nil {
+	if seed != nil {
 		// The program step (escape) only when a time limit leaves room for
 		// it: it costs 1–12 s a solve on the paper's models, and with
 		// hap-paper's plan among the starts it found nothing better on the
@@ -118,17 +126,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		// proportional to FP32 peaks as well was better than from the
 		// best start on 1 of the 20 paper cases, by 0.03%, at 0.3–1.7 s.
 		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
-		if opt.NodeLimit > 0 {
-			// Of the heuristics, the feasibility pump: it finds the pinned
-			// models' good lengths (bert-base on paper-64: 0.9927 s against
-			// 1.0519 s without it).
-			lo.PumpPasses = lengthsPumpPasses
-		}
 		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
-	seed := bestStart(e, seeds, timelineCost)
+	seed = bestStart(e, seeds, timelineCost)
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
 	// Polish had not); without one they are the only way to a plan.
@@ -166,9 +168,6 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime}
 	return out, nil
 }
-
-// lengthsPumpPasses bounds the feasibility pump of Polish's lengths step.
-const lengthsPumpPasses = 10
 
 // explainInfeasible names the device that cannot hold even the most
 // memory-frugal plan: every parameter and activation split evenly over
