@@ -28,13 +28,14 @@ import (
 // first, freeing each block's held tensors and making its gradients, so
 // the peak is at some block k:
 //
-//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + held_{d,k} + Σ_{b≥k} grad_{d,b} )
+//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + heldGrad_{d,k} + Σ_{b≥k} grad_{d,b} )
 //
-// where held_{d,k} counts twice those of block k's held tensors that have
-// a gradient: while block k's backward runs, their gradients (as large as
-// they are) are live beside them — at the start of backward that is the
-// logits and their gradient. A tensor held in Identity or Reduce is whole on every
-// device; in Gather(s), device d holds Lengths[s][d]/Units of it. Every
+// where heldGrad_{d,k} counts again those of block k's held tensors that
+// have a gradient: while block k's backward runs, their gradients (as
+// large as they are) are live beside them — at the start of backward, the
+// logits and their gradient. A tensor held in Identity or Reduce is whole
+// on every device; in Gather(s), device d holds Lengths[s][d]/Units of it.
+// (Measured against the simulator: docs/planner.md, one cost.) Every
 // term is linear in the choice (one indicator per tensor class and layout
 // held) and in the lengths, so the MILP states the peak exactly (milp.go,
 // the held_* columns and memory_* rows); plan's tests measure how close it
