@@ -665,12 +665,13 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 			}
 		}
 	}
+	ml := e.memoryLayoutsOf(ch)
 	for d := 0; d < e.N; d++ {
 		if r := rep[d]; r != d {
 			br.Compute[d], br.Memory[d] = br.Compute[r], br.Memory[r]
 			continue
 		}
-		br.Memory[d] = e.peakMemory(ch, d)
+		br.Memory[d] = e.peakMemory(ch, ml, d)
 		if br.Memory[d] > e.Capacity[d] {
 			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
 		}

@@ -73,12 +73,12 @@ func heldCopy(t *TensorClass, q, have Layout) bool {
 	return t.Producer >= 0 || q != have || (t.Kind == ir.Param && q == I)
 }
 
-// heldLayouts appends to buf the layouts in which tensor class ti is held
-// from forward into backward under ch, beyond its resident leaf, each once.
-func (e *Encoding) heldLayouts(ch *Choice, ti int, buf []Layout) []Layout {
+// heldLayouts are the layouts in which tensor class ti is held from
+// forward into backward under ch, beyond its resident leaf, each once.
+func (e *Encoding) heldLayouts(ch *Choice, ti int) []Layout {
 	t := &e.Tensors[ti]
 	h := e.have(ch, ti)
-	held := buf[:0]
+	var held []Layout
 	if t.ProducerSaves {
 		held = append(held, h)
 	}
@@ -93,16 +93,32 @@ func (e *Encoding) heldLayouts(ch *Choice, ti int, buf []Layout) []Layout {
 	return held
 }
 
-// peakMemory is device d's peak bytes under ch (the model above).
-func (e *Encoding) peakMemory(ch *Choice, d int) float64 {
+// memoryLayouts are, per tensor class under a choice, the layout it is
+// produced in and those it is held in (heldLayouts): what peakMemory needs
+// of the program, the same for every device.
+type memoryLayouts struct {
+	have []Layout
+	held [][]Layout
+}
+
+func (e *Encoding) memoryLayoutsOf(ch *Choice) *memoryLayouts {
+	ml := &memoryLayouts{have: make([]Layout, len(e.Tensors)), held: make([][]Layout, len(e.Tensors))}
+	for ti := range e.Tensors {
+		ml.have[ti] = e.have(ch, ti)
+		ml.held[ti] = e.heldLayouts(ch, ti)
+	}
+	return ml
+}
+
+// peakMemory is device d's peak bytes under ch, whose layouts are ml (the
+// model above).
+func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	resident := 0.0
 	heldShare := make([]float64, len(e.Tensors)) // per instance, as a fraction of its bytes
-	var buf []Layout
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
-		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * share(ch.Lengths, e.Segs, layoutSeg(e.have(ch, ti)), d)
-		buf = e.heldLayouts(ch, ti, buf)
-		for _, q := range buf {
+		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * share(ch.Lengths, e.Segs, layoutSeg(ml.have[ti]), d)
+		for _, q := range ml.held[ti] {
 			heldShare[ti] += share(ch.Lengths, e.Segs, layoutSeg(q), d)
 		}
 	}
@@ -117,7 +133,7 @@ func (e *Encoding) peakMemory(ch *Choice, d int) float64 {
 				heldGrad[k] += float64(tc.n) * t.Bytes * heldShare[tc.class]
 			}
 			if t.Kind == ir.Param {
-				grad[k] += float64(tc.n) * t.Bytes * share(ch.Lengths, e.Segs, layoutSeg(e.have(ch, tc.class)), d)
+				grad[k] += float64(tc.n) * t.Bytes * share(ch.Lengths, e.Segs, layoutSeg(ml.have[tc.class]), d)
 			}
 		}
 	}
@@ -173,19 +189,16 @@ func (e *Encoding) wholeMemory() (resident, held, grad float64) {
 // can hold: every leaf whole with its gradient, and every tensor whole in
 // each layout it can be held in — twice, for those with a gradient.
 func (e *Encoding) memoryMayBind() bool {
-	most := 0.0
+	resident, _, grad := e.wholeMemory()
+	most := resident + grad
+	noHave := func(int, Layout) lin { return lin{} }
 	for i := range e.Tensors {
 		t := &e.Tensors[i]
-		all := t.Bytes * float64(len(t.Tensors))
-		most += all * e.residentFactor(t)
-		if t.Kind == ir.Param {
-			most += all
-		}
-		held := float64(len(e.heldBounds(i, func(int, Layout) lin { return lin{} }, nil)))
+		held := float64(len(e.heldBounds(i, noHave, nil))) // the layouts it can be held in
 		if t.ReqGrad && t.Kind != ir.Param {
 			held *= 2
 		}
-		most += all * held
+		most += t.Bytes * float64(len(t.Tensors)) * held
 	}
 	for _, c := range e.Capacity {
 		if most > c {

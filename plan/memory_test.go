@@ -5,10 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hap/cost"
 	"hap/encode"
 	"hap/models"
-	"hap/solve"
 )
 
 // On random programs of the tiny models the planner's peak memory may be
@@ -42,14 +40,7 @@ func TestPlannerMemoryOnRandomPrograms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := cost.New(in.Cluster, cost.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: uncapped})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, e := uncappedEncoding(t, in)
 		for trial, found := 0, 0; trial < 400 && found < 8; trial++ {
 			ch := randomChoice(rng, e)
 			br, err := e.Evaluate(ch)

@@ -27,6 +27,21 @@ const memoryTolerance = 0.05
 // comparisons here are of estimates, not of fitting.
 const uncapped = 1e6
 
+// uncappedEncoding is in's cost model and its encoding with the planner's
+// candidate segments, every choice priced whatever its memory.
+func uncappedEncoding(t *testing.T, in *Inputs) (*cost.Model, *encode.Encoding) {
+	t.Helper()
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: uncapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, e
+}
+
 // TestPlannerCostMatchesSimulator checks "one cost": for every zoo model's
 // full size on heterogeneous clusters, every hand-written strategy's
 // program and the synthesizer's plan, the encoding's estimate is within
@@ -53,14 +68,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := cost.New(in.Cluster, cost.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: uncapped})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, e := uncappedEncoding(t, in)
 		check := func(name string, p *encode.Program) {
 			if p.Mesh != nil {
 				return // 2-D programs are baselines only, outside the encoding

@@ -109,12 +109,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	// No plan worse than the best start is wanted: bounding the step by its
 	// cost tightens the MILP (MILPBelow).
-	var limit float64
-	seed := bestStart(e, seeds, timelineCost)
-	if seed != nil {
-		br, _ := e.Evaluate(seed) // bestStart evaluated it: no error
-		limit = br.Seconds
-	}
+	seed, limit := bestStart(e, seeds, timelineCost) // limit 0 without a seed: no bound
 	model, vars := e.MILPBelow(limit)
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
@@ -130,7 +125,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
-	seed = bestStart(e, seeds, timelineCost)
+	seed, _ = bestStart(e, seeds, timelineCost)
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
 	// Polish had not); without one they are the only way to a plan.
@@ -239,15 +234,16 @@ const heuristicShare = 50
 // cheaper is whichever of a and b (either may be nil) Evaluate prices
 // lower and accepts.
 func cheaper(e *encode.Encoding, a, b *encode.Choice) *encode.Choice {
-	return bestStart(e, []*encode.Choice{a, b}, timelineCost)
+	best, _ := bestStart(e, []*encode.Choice{a, b}, timelineCost)
+	return best
 }
 
 // timelineCost prices an evaluated choice under the MILP's objective.
 func timelineCost(br *encode.Breakdown) float64 { return br.Seconds }
 
 // bestStart is the cheapest feasible start under the encoding and the
-// given cost, or nil.
-func bestStart(e *encode.Encoding, starts []*encode.Choice, cost func(*encode.Breakdown) float64) *encode.Choice {
+// given cost, and that cost; nil and 0 when none is feasible.
+func bestStart(e *encode.Encoding, starts []*encode.Choice, cost func(*encode.Breakdown) float64) (*encode.Choice, float64) {
 	var best *encode.Choice
 	bestCost := 0.0
 	for _, ch := range starts {
@@ -262,5 +258,5 @@ func bestStart(e *encode.Encoding, starts []*encode.Choice, cost func(*encode.Br
 			best, bestCost = ch, c
 		}
 	}
-	return best
+	return best, bestCost
 }
