@@ -27,16 +27,12 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 		p.Leaves = append(p.Leaves, LeafLayout{Tensor: t.ID, Layout: l})
 		avail[i] = map[Layout]bool{l: true}
 	}
-	needs := make([]map[Layout]bool, len(e.Tensors))
 	var make_ func(t ir.TensorID, q Layout) error
 	make_ = func(t ir.TensorID, q Layout) error {
 		if avail[t][q] {
 			return nil
 		}
 		tc := e.tclassOf[t]
-		if needs[tc] == nil {
-			needs[tc] = e.Needs(ch, tc)
-		}
 		h := e.have(ch, tc)
 		emit := func(from Layout, kind ir.OpKind) {
 			in := Instr{Kind: Comm, Tensor: t, From: from, To: q, Collective: kind}

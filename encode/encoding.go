@@ -51,12 +51,13 @@ type Encoding struct {
 	// devices even with NoGroup); Evaluate prices one device per type and
 	// lengths.
 	hardware []string
-	// coll caches collCoeffs by (tensor class, layout); layouts caches
-	// Layouts.
+	// coll holds collCoeffs by (tensor class, layout), layouts each
+	// class's Layouts; both are filled when the encoding is built.
 	coll    map[collKey]Coll
 	layouts [][]Layout
-	// blocks is the step-time timeline (timeline.go).
+	// blocks is the step-time timeline (timeline.go); terms its terms.
 	blocks []block
+	terms  []term
 }
 
 type collKey struct {
@@ -329,6 +330,20 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		return nil, fmt.Errorf("graph %s has no loss", g.Name)
 	}
 	e.buildBlocks()
+	// Every class's layouts and collective coefficients, computed now so
+	// that an Encoding is read-only once built: Evaluate may run on
+	// several goroutines.
+	e.layouts = make([][]Layout, len(e.Tensors))
+	e.coll = map[collKey]Coll{}
+	for ti := range e.Tensors {
+		e.layouts[ti] = e.computeLayouts(ti)
+		tc := &e.Tensors[ti]
+		for _, l := range e.layouts[ti] {
+			if l.Kind == Gather || l == I {
+				e.coll[e.collKeyOf(tc, l)] = e.computeColl(tc, l)
+			}
+		}
+	}
 	return e, nil
 }
 
@@ -387,19 +402,20 @@ type Coll struct {
 // collCoeffs prices tensor class tc's collectives for a Gather layout on
 // segment s (dim d).
 func (e *Encoding) collCoeffs(tc *TensorClass, l Layout) Coll {
+	if c, ok := e.coll[e.collKeyOf(tc, l)]; ok {
+		return c
+	}
+	return e.computeColl(tc, l)
+}
+
+// collKeyOf keys tensor class tc's collectives in layout l (every
+// non-Gather layout's as Identity's).
+func (e *Encoding) collKeyOf(tc *TensorClass, l Layout) collKey {
 	k := collKey{e.tclassOf[tc.Tensors[0]], l}
 	if l.Kind != Gather {
 		k.l = I
 	}
-	if c, ok := e.coll[k]; ok {
-		return c
-	}
-	if e.coll == nil {
-		e.coll = map[collKey]Coll{}
-	}
-	c := e.computeColl(tc, l)
-	e.coll[k] = c
-	return c
+	return k
 }
 
 func (e *Encoding) computeColl(tc *TensorClass, l Layout) Coll {
@@ -464,11 +480,10 @@ func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm
 
 // Choice is one point of the search space.
 type Choice struct {
-	Rule    []int      // per op class: index into its Rules
-	Leaf    []int      // per tensor class: index into LeafLayouts (leaves only)
-	Grouped [][]bool   // per tensor class, per layout index: uneven collectives use grouped calls
-	Lengths [][]int    // per segment, per device
-	layouts [][]Layout // scratch: per tensor class, the layouts needed
+	Rule    []int    // per op class: index into its Rules
+	Leaf    []int    // per tensor class: index into LeafLayouts (leaves only)
+	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls
+	Lengths [][]int  // per segment, per device
 }
 
 // Breakdown is Evaluate's account of a Choice.
@@ -490,15 +505,10 @@ func share(lengths [][]int, segs []Segment, s, d int) float64 {
 // ErrInfeasibleChoice marks a choice that is not a valid program.
 var ErrInfeasibleChoice = fmt.Errorf("infeasible choice")
 
-// LayoutIndex numbers the layouts a tensor class can take: its leaf
-// layouts, or every layout its producer's rules and consumers' rules use.
+// Layouts are the layouts a tensor class can take, numbered by their index
+// here: its leaf layouts, or every layout its producer's rules and
+// consumers' rules use.
 func (e *Encoding) Layouts(tc int) []Layout {
-	if e.layouts == nil {
-		e.layouts = make([][]Layout, len(e.Tensors))
-	}
-	if e.layouts[tc] == nil {
-		e.layouts[tc] = e.computeLayouts(tc)
-	}
 	return e.layouts[tc]
 }
 
@@ -545,139 +555,38 @@ func (e *Encoding) have(ch *Choice, tc int) Layout {
 // Needs is the set of layouts tc's consumers read under ch, closed under
 // the canonical conversions: a Gather needed from a different Gather goes
 // through Identity.
-func (e *Encoding) Needs(ch *Choice, tc int) map[Layout]bool {
-	t := &e.Tensors[tc]
-	need := map[Layout]bool{}
-	for _, cs := range t.Consumers {
-		need[e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]]] = true
+func (e *Encoding) Needs(ch *Choice, tc int) LayoutSet {
+	return e.appendNeeds(nil, ch, tc)
+}
+
+// appendNeeds appends Needs(ch, tc) to dst[:0], reusing its memory.
+func (e *Encoding) appendNeeds(dst LayoutSet, ch *Choice, tc int) LayoutSet {
+	need := dst[:0]
+	for _, cs := range e.Tensors[tc].Consumers {
+		need = need.Add(e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]])
 	}
-	h := e.have(ch, tc)
-	if h.Kind == Gather {
-		for q := range need {
+	if h := e.have(ch, tc); h.Kind == Gather {
+		for _, q := range need {
 			if q.Kind == Gather && q != h {
-				need[I] = true
+				return need.Add(I)
 			}
 		}
 	}
 	return need
 }
 
-// Evaluate prices a choice under the encoding's cost model, or returns
-// ErrInfeasibleChoice (a layout no instruction can make, a loss that is
-// not Reduce, a device out of memory).
-func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
-	br := &Breakdown{Compute: make([]float64, e.N), Memory: make([]float64, e.N)}
-	for s := range e.Segs {
-		sum := 0
-		for _, l := range ch.Lengths[s] {
-			if l < 0 {
-				return nil, fmt.Errorf("%w: negative length", ErrInfeasibleChoice)
-			}
-			sum += l
-		}
-		if sum != e.Segs[s].Units {
-			return nil, fmt.Errorf("%w: segment %s lengths sum to %d, want %d", ErrInfeasibleChoice, e.Segs[s].Name, sum, e.Segs[s].Units)
+// pricedAlike reports whether devices a and b are of one type and hold
+// the same length of every segment under ch, so they price the same.
+func (e *Encoding) pricedAlike(ch *Choice, a, b int) bool {
+	if e.hardware[a] != e.hardware[b] {
+		return false
+	}
+	for _, ls := range ch.Lengths {
+		if ls[a] != ls[b] {
+			return false
 		}
 	}
-	lc := e.LossClass()
-	if e.Classes[lc].Rules[ch.Rule[lc]].Out[0] != R {
-		return nil, fmt.Errorf("%w: the loss is not Reduce", ErrInfeasibleChoice)
-	}
-	// Devices of one type holding the same lengths of every segment are
-	// priced once: rep[d] is the first such device.
-	rep := make([]int, e.N)
-	first := map[string]int{}
-	var key []byte
-	for d := range rep {
-		key = append(key[:0], e.hardware[d]...)
-		for s := range ch.Lengths {
-			key = fmt.Appendf(key, "|%d", ch.Lengths[s][d])
-		}
-		r, ok := first[string(key)]
-		if !ok {
-			r = d
-			first[string(key)] = d
-		}
-		rep[d] = r
-	}
-	terms := make([]timelineTerms, e.N)
-	for d := range terms {
-		if rep[d] != d {
-			continue
-		}
-		terms[d] = timelineTerms{fwd: make([]float64, len(e.Classes)), bwd: make([]float64, len(e.Classes)),
-			comm: make([]float64, len(e.Tensors)), grad: make([]float64, len(e.Tensors))}
-	}
-	for ci := range e.Classes {
-		c := &e.Classes[ci]
-		r := ch.Rule[ci]
-		inst := float64(len(c.Ops))
-		for d := 0; d < e.N; d++ {
-			if rep[d] != d {
-				continue
-			}
-			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
-			br.Compute[d] += c.Time[d] * sh
-			terms[d].fwd[ci] = c.TimeF[d] * sh / inst
-			terms[d].bwd[ci] = c.TimeB[d] * sh / inst
-		}
-	}
-	for ti := range e.Tensors {
-		t := &e.Tensors[ti]
-		h := e.have(ch, ti)
-		count := float64(len(t.Tensors))
-		if t.Kind == ir.Param {
-			s := -1
-			if h.Kind == Gather {
-				s = h.Seg
-			}
-			for d := 0; d < e.N; d++ {
-				if rep[d] != d {
-					continue
-				}
-				sh := share(ch.Lengths, e.Segs, s, d)
-				br.Compute[d] += t.Update[d] * sh
-				terms[d].update += t.Update[d] * sh
-			}
-			if h.Kind == Identity {
-				// The replicated parameter's gradient is all-reduced.
-				ar := e.collCoeffs(t, I).AllReduce
-				br.Comm += count * ar
-				for d := range terms {
-					if rep[d] == d {
-						terms[d].grad[ti] = ar
-					}
-				}
-			}
-		}
-		adj := 1.0
-		if t.ReqGrad {
-			adj = 2 // the adjoint collective in backward costs the same
-		}
-		sec, _, err := e.tensorComm(ch, ti)
-		if err != nil {
-			return nil, err
-		}
-		br.Comm += adj * count * sec
-		for d := range terms {
-			if rep[d] == d {
-				terms[d].comm[ti] = sec
-			}
-		}
-	}
-	ml := e.memoryLayoutsOf(ch)
-	for d := 0; d < e.N; d++ {
-		if r := rep[d]; r != d {
-			br.Compute[d], br.Memory[d] = br.Compute[r], br.Memory[r]
-			continue
-		}
-		br.Memory[d] = e.peakMemory(ch, ml, d)
-		if br.Memory[d] > e.Capacity[d] {
-			return nil, fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
-		}
-	}
-	br.Seconds = e.stepSeconds(ch, terms, rep)
-	return br, nil
+	return true
 }
 
 // maxLen and nonEmpty summarise a segment's lengths.
@@ -710,11 +619,15 @@ func nonEmpty(ls []int) int {
 //	               or through Identity when Identity is needed anyway or the
 //	               all-reduce costs less than the reduce-scatters
 func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool, err error) {
+	return e.tensorCommFor(ch, ti, e.have(ch, ti), e.Needs(ch, ti))
+}
+
+// tensorCommFor is tensorComm given the layout h tensor class ti is made
+// in and the layouts it is read in.
+func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (sec float64, viaIdentity bool, err error) {
 	t := &e.Tensors[ti]
-	h := e.have(ch, ti)
-	need := e.Needs(ch, ti)
 	if t.Integer && h.Kind != Identity {
-		for q := range need {
+		for _, q := range need {
 			if q != h {
 				return 0, false, fmt.Errorf("%w: integer tensor %s is %s but a consumer needs %s (no collective moves integers)", ErrInfeasibleChoice, t.Name, h, q)
 			}
@@ -722,23 +635,23 @@ func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool
 	}
 	switch h.Kind {
 	case Identity:
-		if need[R] {
+		if need.Has(R) {
 			return 0, false, fmt.Errorf("%w: %s is Identity but a consumer needs Reduce", ErrInfeasibleChoice, t.Name)
 		}
 		return 0, false, nil
 	case Gather:
-		if need[I] {
+		if need.Has(I) {
 			return e.gatherCost(ch, ti, h, I, 0), false, nil
 		}
 		return 0, false, nil
 	}
 	ar := e.collCoeffs(t, I).AllReduce
-	if need[I] {
+	if need.Has(I) {
 		return ar, true, nil
 	}
 	rs, gathers := 0.0, 0
 	for _, q := range e.Layouts(ti) {
-		if need[q] && q.Kind == Gather {
+		if q.Kind == Gather && need.Has(q) {
 			rs += e.gatherCost(ch, ti, q, q, 1)
 			gathers++
 		}
@@ -752,12 +665,17 @@ func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool
 // hasCollective reports whether tensor class ti's layout changes under ch
 // take a collective (all-gather, all-reduce or reduce-scatter).
 func (e *Encoding) hasCollective(ch *Choice, ti int) bool {
-	need := e.Needs(ch, ti)
-	switch h := e.have(ch, ti); h.Kind {
+	return collectiveBetween(e.have(ch, ti), e.Needs(ch, ti))
+}
+
+// collectiveBetween reports whether making the layouts need from have
+// takes a collective.
+func collectiveBetween(have Layout, need LayoutSet) bool {
+	switch have.Kind {
 	case Gather:
-		return need[I]
+		return need.Has(I)
 	case Reduce:
-		for q := range need {
+		for _, q := range need {
 			if q != R {
 				return true
 			}

@@ -47,6 +47,29 @@ func (l Layout) String() string {
 	return fmt.Sprintf("Gather(%d,s%d)", l.Dim, l.Seg)
 }
 
+// LayoutSet is a set of layouts. A tensor is read in a handful of layouts,
+// so a slice scanned linearly beats a map: Evaluate builds one per tensor
+// class for every choice it prices.
+type LayoutSet []Layout
+
+// Has reports whether q is in the set.
+func (s LayoutSet) Has(q Layout) bool {
+	for _, l := range s {
+		if l == q {
+			return true
+		}
+	}
+	return false
+}
+
+// Add returns the set with q in it.
+func (s LayoutSet) Add(q Layout) LayoutSet {
+	if s.Has(q) {
+		return s
+	}
+	return append(s, q)
+}
+
 // Segment is a count of units split among devices.
 type Segment struct {
 	Name    string `json:"name"`

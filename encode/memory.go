@@ -73,48 +73,68 @@ func heldCopy(t *TensorClass, q, have Layout) bool {
 	return t.Producer >= 0 || q != have || (t.Kind == ir.Param && q == I)
 }
 
-// heldLayouts are the layouts in which tensor class ti is held from
-// forward into backward under ch, beyond its resident leaf, each once.
-func (e *Encoding) heldLayouts(ch *Choice, ti int) []Layout {
+// appendHeldLayouts appends to dst the layouts in which tensor class ti is
+// held from forward into backward under ch, beyond its resident leaf, each
+// once.
+func (e *Encoding) appendHeldLayouts(dst []Layout, ch *Choice, ti int) []Layout {
 	t := &e.Tensors[ti]
 	h := e.have(ch, ti)
-	var held []Layout
+	start := len(dst)
 	if t.ProducerSaves {
-		held = append(held, h)
+		dst = append(dst, h)
 	}
 	for k, cs := range t.Consumers {
 		if !t.ConsumerSaves[k] {
 			continue
 		}
-		if q := e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]]; heldCopy(t, q, h) && !slices.Contains(held, q) {
-			held = append(held, q)
+		if q := e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]]; heldCopy(t, q, h) && !slices.Contains(dst[start:], q) {
+			dst = append(dst, q)
 		}
 	}
-	return held
+	return dst
 }
 
 // memoryLayouts are, per tensor class under a choice, the layout it is
-// produced in and those it is held in (heldLayouts): what peakMemory needs
+// produced in and those it is held in (appendHeldLayouts): what peakMemory needs
 // of the program, the same for every device.
 type memoryLayouts struct {
 	have []Layout
 	held [][]Layout
+	buf  []Layout // held's backing array
+	// scratch for peakMemory, which runs once per device: per tensor
+	// class, and per block (4 rows of len(e.blocks)+1).
+	perClass, perBlock []float64
 }
 
-func (e *Encoding) memoryLayoutsOf(ch *Choice) *memoryLayouts {
-	ml := &memoryLayouts{have: make([]Layout, len(e.Tensors)), held: make([][]Layout, len(e.Tensors))}
+// fillMemoryLayouts sets ml to ch's layouts, reusing ml's memory.
+func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice) {
+	ml.have = resize(ml.have, len(e.Tensors))
+	ml.held = resize(ml.held, len(e.Tensors))
+	ml.perClass = resize(ml.perClass, len(e.Tensors))
+	ml.perBlock = resize(ml.perBlock, 4*(len(e.blocks)+1))
+	// One backing array for every class's held layouts: at most its
+	// producer's layout and one per reader, so appending never moves it.
+	n := 0
+	for ti := range e.Tensors {
+		n += 1 + len(e.Tensors[ti].Consumers)
+	}
+	buf := resize(ml.buf, n)[:0]
 	for ti := range e.Tensors {
 		ml.have[ti] = e.have(ch, ti)
-		ml.held[ti] = e.heldLayouts(ch, ti)
+		start := len(buf)
+		buf = e.appendHeldLayouts(buf, ch, ti)
+		ml.held[ti] = buf[start:len(buf):len(buf)]
 	}
-	return ml
+	ml.buf = buf
 }
 
 // peakMemory is device d's peak bytes under ch, whose layouts are ml (the
 // model above).
 func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	resident := 0.0
-	heldShare := make([]float64, len(e.Tensors)) // per instance, as a fraction of its bytes
+	clear(ml.perClass)
+	clear(ml.perBlock)
+	heldShare := ml.perClass // per instance, as a fraction of its bytes
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
 		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * share(ch.Lengths, e.Segs, layoutSeg(ml.have[ti]), d)
@@ -122,9 +142,10 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 			heldShare[ti] += share(ch.Lengths, e.Segs, layoutSeg(q), d)
 		}
 	}
-	held := make([]float64, len(e.blocks))
-	heldGrad := make([]float64, len(e.blocks)) // the part with a gradient
-	grad := make([]float64, len(e.blocks))
+	nb := len(e.blocks)
+	held := ml.perBlock[:nb]
+	heldGrad := ml.perBlock[nb : 2*nb] // the part with a gradient
+	grad := ml.perBlock[2*nb : 3*nb]
 	for k, bl := range e.blocks {
 		for _, tc := range bl.tensors {
 			t := &e.Tensors[tc.class]
@@ -137,7 +158,7 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 			}
 		}
 	}
-	gradFrom := make([]float64, len(e.blocks)+1) // Σ_{b≥k} grad_b
+	gradFrom := ml.perBlock[3*nb:] // Σ_{b≥k} grad_b, nb+1 of them
 	for k := len(e.blocks) - 1; k >= 0; k-- {
 		gradFrom[k] = gradFrom[k+1] + grad[k]
 	}
@@ -215,7 +236,7 @@ type heldBound struct {
 	lower []lin
 }
 
-// heldBounds states heldLayouts for the MILP, given have(ti, l) (1 when
+// heldBounds states appendHeldLayouts for the MILP, given have(ti, l) (1 when
 // the tensor is produced in l) and the rule columns x: held in its
 // produced layout if its producer saves it; held in q if a consumer that
 // saves its input reads it in q (minus have(q) when that is the resident

@@ -608,10 +608,10 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 		}
 		need := e.Needs(ch, ti)
 		if _, via, err := e.tensorComm(ch, ti); err == nil && via {
-			need[I] = true
+			need = need.Add(I)
 		}
 		for q, c := range v.need[ti] {
-			st[c] = b2f(need[q])
+			st[c] = b2f(need.Has(q))
 		}
 	}
 	for s := range e.Segs {

@@ -114,6 +114,7 @@ func (e *Encoding) buildBlocks() {
 	for k := range e.blocks {
 		e.blocks[k] = block{ops: counts(ops[k]), tensors: counts(tensors[k])}
 	}
+	e.terms = e.listTerms()
 }
 
 // counts lists m's entries in class order (deterministic encodings).
@@ -149,10 +150,32 @@ const (
 	atomGrad             // a parameter class's gradient all-reduce
 )
 
-// blockTerms lists every term of the timeline: n instances of atom (of op
-// or tensor class) in bucket b of block k. Evaluate's stepTime and the
-// MILP's timelineRows both add these up, so they cannot drift apart.
+// term is n instances of atom (of op or tensor class) in bucket b of
+// block k.
+type term struct {
+	k     int
+	b     bucket
+	a     atom
+	class int
+	n     float64
+}
+
+// blockTerms calls visit with every term of the timeline. Evaluate's
+// bucketSums and the MILP's timelineRows both add these up, so they
+// cannot drift apart.
 func (e *Encoding) blockTerms(visit func(k int, b bucket, a atom, class int, n float64)) {
+	for _, t := range e.terms {
+		visit(t.k, t.b, t.a, t.class, t.n)
+	}
+}
+
+// listTerms lists the timeline's terms, once per encoding (Evaluate sums
+// them for every choice it prices).
+func (e *Encoding) listTerms() []term {
+	var terms []term
+	visit := func(k int, b bucket, a atom, class int, n float64) {
+		terms = append(terms, term{k, b, a, class, n})
+	}
 	for k, bl := range e.blocks {
 		for _, oc := range bl.ops {
 			visit(k, bucketFc, atomFwd, oc.class, float64(oc.n))
@@ -181,6 +204,7 @@ func (e *Encoding) blockTerms(visit func(k int, b bucket, a atom, class int, n f
 			}
 		}
 	}
+	return terms
 }
 
 // timelineTerms are one device's (or group's) per-instance quantities the
@@ -194,23 +218,23 @@ type timelineTerms struct {
 }
 
 // bucketSums adds one device's terms up per bucket and block.
-func (e *Encoding) bucketSums(tt *timelineTerms) *[numBuckets][]float64 {
+func (e *Encoding) bucketSums(tt *timelineTerms, a *floatArena) [numBuckets][]float64 {
 	var terms [numBuckets][]float64
 	for i := range terms {
-		terms[i] = make([]float64, len(e.blocks))
+		terms[i] = a.take(len(e.blocks))
 	}
 	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomGrad: tt.grad}
-	e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
-		terms[b][k] += n * values[a][class]
-	})
-	return &terms
+	for _, t := range e.terms {
+		terms[t.b][t.k] += t.n * values[t.a][t.class]
+	}
+	return terms
 }
 
 // stepTime is the chain above for devices with the given bucketSums and
 // update seconds; syncF[b] and syncB[b] say whether block b has a
-// collective in forward, a blocking adjoint in backward.
-func (e *Encoding) stepTime(sums []*[numBuckets][]float64, update []float64, syncF, syncB []bool) float64 {
-	x := make([]float64, len(sums))
+// collective in forward, a blocking adjoint in backward. x, one zero per
+// device, is where each device has got to.
+func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, syncF, syncB []bool, x []float64) float64 {
 	cf := 0.0 // where the communication stream has got to
 	for k := range e.blocks {
 		p := cf + sums[0][bucketP][k]
@@ -259,39 +283,38 @@ func (e *Encoding) stepTime(sums []*[numBuckets][]float64, update []float64, syn
 	return T
 }
 
-// stepSeconds is the timeline's step under ch, given every representative
-// device's terms (rep[d] == d: the others price the same).
-func (e *Encoding) stepSeconds(ch *Choice, terms []timelineTerms, rep []int) float64 {
-	var sums []*[numBuckets][]float64
-	var update []float64
-	for d := range terms {
-		if rep[d] == d {
-			sums = append(sums, e.bucketSums(&terms[d]))
-			update = append(update, terms[d].update)
-		}
+// stepSeconds is the timeline's step under a choice, given the terms of
+// the devices in reps (the others price as one of them), whether each
+// tensor class's layout changes take a collective, and memory to work in.
+func (e *Encoding) stepSeconds(coll []bool, terms []timelineTerms, reps []int, a *floatArena, s *timelineScratch) float64 {
+	s.sums, s.update = s.sums[:0], s.update[:0]
+	for _, d := range reps {
+		s.sums = append(s.sums, e.bucketSums(&terms[d], a))
+		s.update = append(s.update, terms[d].update)
 	}
-	syncF := make([]bool, len(e.blocks))
-	syncB := make([]bool, len(e.blocks))
-	coll := make([]int8, len(e.Tensors)) // hasCollective per class: 0 unknown, 1 no, 2 yes
-	has := func(ti int) bool {
-		if coll[ti] == 0 {
-			coll[ti] = 1
-			if e.hasCollective(ch, ti) {
-				coll[ti] = 2
-			}
-		}
-		return coll[ti] == 2
-	}
+	s.sync = resize(s.sync, 2*len(e.blocks))
+	clear(s.sync)
+	syncF, syncB := s.sync[:len(e.blocks)], s.sync[len(e.blocks):]
 	for k, bl := range e.blocks {
 		for _, tc := range bl.tensors {
 			t := &e.Tensors[tc.class]
-			if t.Producer >= 0 && has(tc.class) {
+			if t.Producer >= 0 && coll[tc.class] {
 				syncF[k] = true
 				syncB[k] = syncB[k] || t.ReqGrad
 			}
 		}
 	}
-	return e.stepTime(sums, update, syncF, syncB)
+	s.x = resize(s.x, len(reps))
+	clear(s.x)
+	return e.stepTime(s.sums, s.update, syncF, syncB, s.x)
+}
+
+// timelineScratch is the memory stepSeconds works in.
+type timelineScratch struct {
+	sums   [][numBuckets][]float64
+	update []float64
+	sync   []bool
+	x      []float64
 }
 
 // timelineRows adds to the MILP the rows that make T at least the step of

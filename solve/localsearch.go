@@ -24,9 +24,10 @@ func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, dea
 		return ch, 0
 	}
 	cost := br.Seconds
+	ev := e.NewEvaluator()
 	try := func(c *encode.Choice) float64 {
-		if br, err := e.Evaluate(c); err == nil {
-			return br.Seconds
+		if sec, err := ev.Seconds(c); err == nil {
+			return sec
 		}
 		return -1
 	}

@@ -20,6 +20,11 @@ import (
 // 2.5e-4 µs (4e-6 relative) above the enumerated optimum.
 const exactTolerance = 1e-5
 
+// evaluatorCheckEvery: the enumerator checks one price in this many of its
+// reused Evaluator against Evaluate (a prime, so that the checks fall on
+// every kind of choice).
+const evaluatorCheckEvery = 61
+
 // smallCluster is n devices of random types on one or two nodes.
 func smallCluster(t testing.TB, rng *rand.Rand, n int) *cost.Model {
 	types := []string{"V100-SXM2-16GB", "P100-PCIE-16GB", "T4", "A100-SXM4-40GB"}
@@ -96,7 +101,12 @@ func compositions(units, n int, f func([]int)) {
 // enumerate finds the cheapest choice by trying every rule, leaf layout,
 // integer length and, for each collective the choice actually makes, both
 // methods.
-func enumerate(e *encode.Encoding) (float64, *encode.Choice) {
+//
+// It prices with one reused Evaluator, and checks every evaluatorCheckEvery-th
+// price against a fresh Evaluate (which shares no memory between calls).
+func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
+	ev := e.NewEvaluator()
+	priced := 0
 	best := math.Inf(1)
 	var bestCh *encode.Choice
 	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors)), Lengths: make([][]int, len(e.Segs))}
@@ -107,9 +117,15 @@ func enumerate(e *encode.Encoding) (float64, *encode.Choice) {
 	var lengths func(s int)
 	lengths = func(s int) {
 		if s == len(e.Segs) {
-			br, err := e.Evaluate(ch)
-			if err == nil && br.Seconds < best-1e-15 {
-				best = br.Seconds
+			sec, err := ev.Seconds(ch)
+			if priced++; priced%evaluatorCheckEvery == 0 {
+				br, err2 := e.Evaluate(ch)
+				if (err == nil) != (err2 == nil) || (err == nil && br.Seconds != sec) {
+					t.Fatalf("Evaluator.Seconds = %v, %v; Evaluate = %+v, %v on %+v", sec, err, br, err2, ch)
+				}
+			}
+			if err == nil && sec < best-1e-15 {
+				best = sec
 				bestCh = cloneChoice(ch)
 			}
 			return
@@ -128,7 +144,7 @@ func enumerate(e *encode.Encoding) (float64, *encode.Choice) {
 			need := e.Needs(ch, ti)
 			h := e.Have(ch, ti)
 			for qi, q := range e.Layouts(ti) {
-				if need[q] && q != h && ((h.Kind == encode.Gather && q.Kind == encode.Identity) || (h.Kind == encode.Reduce && q.Kind == encode.Gather && !need[encode.I])) {
+				if need.Has(q) && q != h && ((h.Kind == encode.Gather && q.Kind == encode.Identity) || (h.Kind == encode.Reduce && q.Kind == encode.Gather && !need.Has(encode.I))) {
 					bits = append(bits, bit{ti, qi})
 				}
 			}
@@ -220,7 +236,7 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		want, wantCh := enumerate(res.Encoding)
+		want, wantCh := enumerate(t, res.Encoding)
 		got := res.Estimate.Seconds
 		if math.Abs(got-want) > exactTolerance*math.Max(want, 1e-9) {
 			t.Errorf("case %d (%d devices, %d ops, segs %v): solver %.9g (MILP objective %.9g), enumeration %.9g (solver %+v, best %+v)", i, n, len(g.Ops), segs, got, res.Objective, want, res.Choice, wantCh)
