@@ -46,8 +46,15 @@ func fakeCUDA(t *testing.T, ranks int) *CUDA {
 	for r := range ords {
 		ords[r] = r % 2
 	}
-	return NewCUDA(CUDAOptions{Runtime: rt, NCCL: lib, Ordinals: ords, Plan: fakePlan, Timeout: time.Minute})
+	return NewCUDA(CUDAOptions{Runtime: rt, NCCL: lib, Ordinals: ords, Plan: fakePlan, Timeout: fakeCollectiveTimeout})
 }
+
+// fakeCollectiveTimeout bounds each collective wait of the stand-in CUDA
+// and NCCL. The stand-ins run every device's kernels on the CPU, so a peer
+// can lag a whole step behind: on a loaded 2-core CI machine one step
+// exceeded a minute and the watchdog aborted a healthy run. The test
+// binary's own timeout still catches a real hang.
+const fakeCollectiveTimeout = 10 * time.Minute
 
 // Small clusters: three heterogeneous devices on two machines (uneven
 // dp-cp shares, tp over three), and two devices in one machine (megatron

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"hap/cuda"
 	"hap/encode"
@@ -58,7 +57,7 @@ func oneRankEach(t *testing.T, g *ir.Graph, p *encode.Program, env func(string) 
 			o := opt
 			o.Backend = NewCUDA(CUDAOptions{
 				Runtime: rt, NCCL: nccl.New(nccl.Options{Getenv: env}), Ranks: []int{r}, Ordinals: []int{ordinal(r)},
-				ID: &id, Plan: po, Timeout: time.Minute,
+				ID: &id, Plan: po, Timeout: fakeCollectiveTimeout,
 			})
 			got[r], errs[r] = Train(g, p, o)
 		}(r)
