@@ -289,14 +289,21 @@ func Read(path string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Parse(data, path)
+}
+
+// Parse decodes a plan document; file names it in errors. Unknown fields
+// are errors, so a misspelt field is not silently ignored. The program
+// inside is checked only by Resolve, which needs the model.
+func Parse(data []byte, file string) (*Plan, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var pl Plan
 	if err := dec.Decode(&pl); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", file, err)
 	}
 	if pl.Schema != Schema {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, pl.Schema, Schema)
+		return nil, fmt.Errorf("%s: schema %q, want %q", file, pl.Schema, Schema)
 	}
 	return &pl, nil
 }
@@ -313,6 +320,9 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 	}
 	if h := clusterHash(in.Cluster); h != pl.Cluster.Hash {
 		return nil, nil, fmt.Errorf("cluster %s no longer matches the plan (hash %.12s, plan has %.12s)", pl.Cluster.Spec, h, pl.Cluster.Hash)
+	}
+	if n := in.Cluster.NumDevices(); pl.Cluster.Devices != n {
+		return nil, nil, fmt.Errorf("plan says cluster %s has %d devices; it has %d", pl.Cluster.Spec, pl.Cluster.Devices, n)
 	}
 	if pl.Options.Optimizer == "sgd" {
 		in.Optimizer = ir.SGD(1e-3)

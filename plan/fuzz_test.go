@@ -1,0 +1,86 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"hap/models"
+	"hap/strategy"
+)
+
+// FuzzPlanDocument feeds mutated plan documents through everything
+// `hap explain` and `hap simulate` do with a plan file: parse, resolve
+// against the model and cluster it names, check, lower and simulate. Bad
+// documents must come back as errors, never as a panic or a hang. The seeds
+// are real plans of a tiny model, data-parallel and megatron (a mesh).
+func FuzzPlanDocument(f *testing.F) {
+	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-8")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
+		p, err := strategy.Build(s, in.Graph, in.Cluster)
+		if err != nil {
+			f.Fatal(err)
+		}
+		pl, err := Build(in, p, s, Solver{Status: "heuristic"})
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := pl.Encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pl, err := Parse(data, "fuzz.json")
+		if err != nil {
+			return
+		}
+		if !fuzzableSpec(pl.Model.Spec) || !fuzzableSpec(pl.Cluster.Spec) {
+			return
+		}
+		in, p, err := pl.Resolve()
+		if err != nil {
+			return
+		}
+		if _, err := Simulate(in, p); err != nil {
+			return
+		}
+	})
+}
+
+// fuzzableSpec keeps the fuzzer on the tiny zoo model and the built-in
+// clusters: a mutated spec naming a file path would read this machine's
+// files, and a full-size model would make every run slow enough to look
+// like a hang without testing anything more.
+func fuzzableSpec(spec string) bool {
+	switch spec {
+	case "mlp-tiny", "paper-8", "paper-16":
+		return true
+	}
+	return false
+}
+
+// A plan whose device count disagrees with its cluster is refused with the
+// two counts, before anything is sized by the plan's count.
+func TestResolveRejectsDeviceCount(t *testing.T) {
+	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strategy.Build("dp-ev", in.Graph, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Build(in, p, "dp-ev", Solver{Status: "heuristic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Cluster.Devices = 1 << 30
+	_, _, err = pl.Resolve()
+	if err == nil || !strings.Contains(err.Error(), "1073741824 devices; it has 8") {
+		t.Fatalf("Resolve: %v, want the device counts named", err)
+	}
+}
