@@ -382,22 +382,70 @@ func (m *Model) broadcast(t topology, a Algorithm, n float64) float64 {
 }
 
 func (m *Model) allToAll(t topology, b []float64) float64 {
+	return m.allToAllTerms(t).Seconds(b)
+}
+
+// AllToAllTerms is the all-to-all time over a group as a function of the bytes each rank holds:
+//
+//	Alpha + max( max_r PerRank[r]·b_r,  max_j PerNode[j]·Σ_{r ∈ Nodes[j]} b_r )
+//
+// a maximum of terms linear in the bytes, which a planner can price (and a MILP encode) without
+// calling the model for every size. PerRank[r] is 0 for a rank alone on its node; PerNode is empty
+// when the group is on one node.
+type AllToAllTerms struct {
+	Alpha   float64
+	PerRank []float64
+	Nodes   [][]int // ranks on each node of the group
+	PerNode []float64
+}
+
+// Seconds is the time for ranks holding b bytes each.
+func (a AllToAllTerms) Seconds(b []float64) float64 {
+	worst := 0.0
+	for r, k := range a.PerRank {
+		worst = math.Max(worst, k*b[r])
+	}
+	for j, k := range a.PerNode {
+		s := 0.0
+		for _, r := range a.Nodes[j] {
+			s += b[r]
+		}
+		worst = math.Max(worst, k*s)
+	}
+	return a.Alpha + worst
+}
+
+// AllToAllTerms returns the terms of an all-to-all over group (global device indices in rank
+// order, distinct), with the network to itself. A one-device group costs nothing.
+func (m *Model) AllToAllTerms(group []int) (AllToAllTerms, error) {
+	c := Call{Kind: AllToAll, Group: group, Bytes: make([]float64, len(group))}
+	if err := m.checkCall(c); err != nil {
+		return AllToAllTerms{}, fmt.Errorf("all-to-all over devices %v: %w", group, err)
+	}
+	return m.allToAllTerms(m.topology(group)), nil
+}
+
+// allToAllTerms: pairwise exchange, rank r keeping 1/p of what it holds and sending 1/p to each
+// other rank, over its node's link inside the node and the node's egress between nodes.
+func (m *Model) allToAllTerms(t topology) AllToAllTerms {
+	a := AllToAllTerms{PerRank: make([]float64, t.p), Nodes: t.ranks}
+	if t.p == 1 {
+		return a
+	}
 	p := float64(t.p)
-	intra, inter := 0.0, 0.0
+	a.Alpha = (p - 1) * m.ring(t).lat
 	for j, node := range t.nodes {
 		g := float64(len(t.ranks[j]))
-		out := 0.0
-		for _, r := range t.ranks[j] {
-			if g > 1 {
-				intra = math.Max(intra, b[r]*(g-1)/p/m.intra[node].bw)
+		if g > 1 {
+			for _, r := range t.ranks[j] {
+				a.PerRank[r] = (g - 1) / p / m.intra[node].bw
 			}
-			out += b[r] * (p - g) / p
 		}
 		if len(t.nodes) > 1 {
-			inter = math.Max(inter, out/m.egress(t))
+			a.PerNode = append(a.PerNode, (p-g)/p/m.egress(t))
 		}
 	}
-	return (p-1)*m.ring(t).lat + math.Max(intra, inter)
+	return a
 }
 
 func (m *Model) sendRecv(a, b int, n float64) float64 {

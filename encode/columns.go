@@ -18,11 +18,17 @@ func (v *MILPVars) LengthColumns() [][]int {
 // cheaper depends on the lengths (padded pays for the largest piece,
 // grouped for every non-empty one), so the heuristic frees them with the
 // lengths.
+//
+// The all-to-all columns (Choice.AllToAll) count as methods too: whether
+// an all-to-all beats an all-gather depends on the lengths as well.
 func (v *MILPVars) MethodColumns() []int {
 	var out []int
-	for _, byLayout := range v.grouped {
+	for ti, byLayout := range v.grouped {
 		for _, qi := range sortedInts(byLayout) {
 			out = append(out, byLayout[qi])
+		}
+		if c := v.a2a[ti]; c >= 0 {
+			out = append(out, c)
 		}
 	}
 	return out

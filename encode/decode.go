@@ -8,7 +8,8 @@ import (
 
 // Decode turns a choice into a distributed program whose communication is
 // exactly what Evaluate priced: every needed layout made once per tensor,
-// from the layout the tensor is produced in, by the canonical instruction.
+// from the layout the tensor is produced in, by the canonical instruction
+// (or by all-to-all, where the choice says so).
 func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 	g := e.G
 	segs := make([]Segment, len(e.Segs))
@@ -50,6 +51,8 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 			emit(h, ir.OpDynamicSlice)
 		case h.Kind == Gather && q.Kind == Identity:
 			emit(h, ir.OpAllGather)
+		case h.Kind == Gather && q.Kind == Gather && e.usesAllToAll(ch, tc):
+			emit(h, ir.OpAllToAll)
 		case h.Kind == Gather && q.Kind == Gather:
 			if err := make_(t, I); err != nil {
 				return err

@@ -58,6 +58,9 @@ type Encoding struct {
 	// blocks is the step-time timeline (timeline.go); terms its terms.
 	blocks []block
 	terms  []term
+	// a2a prices an all-to-all over every device from the bytes each
+	// holds (cost.AllToAllTerms).
+	a2a cost.AllToAllTerms
 }
 
 type collKey struct {
@@ -330,6 +333,9 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		return nil, fmt.Errorf("graph %s has no loss", g.Name)
 	}
 	e.buildBlocks()
+	if e.a2a, err = m.AllToAllTerms(e.group()); err != nil {
+		return nil, err
+	}
 	// Every class's layouts and collective coefficients, computed now so
 	// that an Encoding is read-only once built: Evaluate may run on
 	// several goroutines.
@@ -483,7 +489,29 @@ type Choice struct {
 	Rule    []int    // per op class: index into its Rules
 	Leaf    []int    // per tensor class: index into LeafLayouts (leaves only)
 	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls
-	Lengths [][]int  // per segment, per device
+	// AllToAll, per tensor class (nil: none), makes the Gathers its
+	// consumers read from the Gather it is produced in by one all-to-all
+	// each rather than through Identity (an all-gather and free slices).
+	// It applies only where that is possible (see allToAll) and is
+	// ignored elsewhere.
+	AllToAll []bool
+	Lengths  [][]int // per segment, per device
+}
+
+// Clone is a deep copy of c.
+func (c *Choice) Clone() *Choice {
+	out := &Choice{Rule: slices.Clone(c.Rule), Leaf: slices.Clone(c.Leaf), AllToAll: slices.Clone(c.AllToAll)}
+	if c.Grouped != nil {
+		out.Grouped = make([][]bool, len(c.Grouped))
+		for i, g := range c.Grouped {
+			out.Grouped[i] = slices.Clone(g)
+		}
+	}
+	out.Lengths = make([][]int, len(c.Lengths))
+	for i, l := range c.Lengths {
+		out.Lengths[i] = slices.Clone(l)
+	}
+	return out
 }
 
 // Breakdown is Evaluate's account of a Choice.
@@ -554,7 +582,7 @@ func (e *Encoding) have(ch *Choice, tc int) Layout {
 
 // Needs is the set of layouts tc's consumers read under ch, closed under
 // the canonical conversions: a Gather needed from a different Gather goes
-// through Identity.
+// through Identity, unless the choice makes it by all-to-all.
 func (e *Encoding) Needs(ch *Choice, tc int) LayoutSet {
 	return e.appendNeeds(nil, ch, tc)
 }
@@ -565,7 +593,7 @@ func (e *Encoding) appendNeeds(dst LayoutSet, ch *Choice, tc int) LayoutSet {
 	for _, cs := range e.Tensors[tc].Consumers {
 		need = need.Add(e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]])
 	}
-	if h := e.have(ch, tc); h.Kind == Gather {
+	if h := e.have(ch, tc); h.Kind == Gather && !e.allToAll(ch, tc, h, need) {
 		for _, q := range need {
 			if q.Kind == Gather && q != h {
 				return need.Add(I)
@@ -573,6 +601,72 @@ func (e *Encoding) appendNeeds(dst LayoutSet, ch *Choice, tc int) LayoutSet {
 		}
 	}
 	return need
+}
+
+// allToAll reports whether tensor class tc, made in h and read in the
+// layouts read, makes its other Gathers by all-to-all under ch: the choice
+// asks for it, h is a Gather, no consumer reads Identity (which would make
+// every Gather a free slice), every other Gather read cuts a different
+// dimension (all-to-all moves the cut from one dimension to another), at
+// least one is read, and the tensor is floating-point.
+func (e *Encoding) allToAll(ch *Choice, tc int, h Layout, read LayoutSet) bool {
+	return ch.AllToAll != nil && ch.AllToAll[tc] && e.allToAllPossible(tc, h, read)
+}
+
+// AllToAllApplies reports whether setting Choice.AllToAll[tc] would change
+// how tensor class tc's layouts are made under ch (the local search tries
+// the flag only there).
+func (e *Encoding) AllToAllApplies(ch *Choice, tc int) bool {
+	var read LayoutSet
+	for _, cs := range e.Tensors[tc].Consumers {
+		read = read.Add(e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]])
+	}
+	return e.allToAllPossible(tc, e.have(ch, tc), read)
+}
+
+// allToAllPossible is allToAll without the choice's flag.
+func (e *Encoding) allToAllPossible(tc int, h Layout, read LayoutSet) bool {
+	if h.Kind != Gather || e.Tensors[tc].Integer {
+		return false
+	}
+	some := false
+	for _, q := range read {
+		switch {
+		case q == I:
+			return false
+		case q.Kind == Gather && q != h:
+			if q.Dim == h.Dim {
+				return false
+			}
+			some = true
+		}
+	}
+	return some
+}
+
+// usesAllToAll reports whether tensor class tc makes layouts by all-to-all
+// under ch: where Choice.AllToAll applies, not merely where it is set.
+func (e *Encoding) usesAllToAll(ch *Choice, tc int) bool {
+	return e.allToAll(ch, tc, e.have(ch, tc), e.Needs(ch, tc))
+}
+
+// allToAllSeconds is the time of one all-to-all of a tensor of class t
+// held in Gather layout l under lengths: every device sends what it holds
+// of the tensor (bytes in proportion to its length of l's segment).
+func (e *Encoding) allToAllSeconds(t *TensorClass, l Layout, lengths [][]int) float64 {
+	ls, U := lengths[l.Seg], float64(e.Segs[l.Seg].Units)
+	worst := 0.0
+	for r, k := range e.a2a.PerRank {
+		worst = max(worst, k*t.Bytes*float64(ls[r])/U)
+	}
+	for j, k := range e.a2a.PerNode {
+		n := 0
+		for _, r := range e.a2a.Nodes[j] {
+			n += ls[r]
+		}
+		worst = max(worst, k*t.Bytes*float64(n)/U)
+	}
+	return e.a2a.Alpha + worst
 }
 
 // pricedAlike reports whether devices a and b are of one type and hold
@@ -608,46 +702,62 @@ func nonEmpty(ls []int) int {
 	return n
 }
 
-// tensorComm is the forward communication of one tensor of class ti under
-// ch, and whether a Reduce tensor reaches its Gather layouts through
-// Identity (all-reduce, then free slices) rather than by reduce-scatters.
+// commSeconds is one tensor's communication: Forward its layout changes,
+// Adjoint their adjoints in backward (paid when the tensor needs a
+// gradient). Every collective's adjoint costs what it does, except an
+// all-to-all's, which exchanges the other layout's pieces.
+type commSeconds struct{ Forward, Adjoint float64 }
+
+// tensorComm is the communication of one tensor of class ti under ch, and
+// whether a Reduce tensor reaches its Gather layouts through Identity
+// (all-reduce, then free slices) rather than by reduce-scatters.
 //
 //	have Identity: Gather by a free slice; Reduce impossible
-//	have Gather:   Identity by all-gather; another Gather through Identity;
+//	have Gather:   Identity by all-gather; another Gather through Identity,
+//	               or by all-to-all when the choice says so (allToAll);
 //	               Reduce by a free pad
 //	have Reduce:   Identity by all-reduce; Gathers by reduce-scatter each,
 //	               or through Identity when Identity is needed anyway or the
 //	               all-reduce costs less than the reduce-scatters
-func (e *Encoding) tensorComm(ch *Choice, ti int) (sec float64, viaIdentity bool, err error) {
+func (e *Encoding) tensorComm(ch *Choice, ti int) (sec commSeconds, viaIdentity bool, err error) {
 	return e.tensorCommFor(ch, ti, e.have(ch, ti), e.Needs(ch, ti))
 }
 
 // tensorCommFor is tensorComm given the layout h tensor class ti is made
-// in and the layouts it is read in.
-func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (sec float64, viaIdentity bool, err error) {
+// in and the layouts it is read in (Needs).
+func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (sec commSeconds, viaIdentity bool, err error) {
 	t := &e.Tensors[ti]
 	if t.Integer && h.Kind != Identity {
 		for _, q := range need {
 			if q != h {
-				return 0, false, fmt.Errorf("%w: integer tensor %s is %s but a consumer needs %s (no collective moves integers)", ErrInfeasibleChoice, t.Name, h, q)
+				return sec, false, fmt.Errorf("%w: integer tensor %s is %s but a consumer needs %s (no collective moves integers)", ErrInfeasibleChoice, t.Name, h, q)
 			}
 		}
 	}
+	same := func(s float64) commSeconds { return commSeconds{s, s} }
 	switch h.Kind {
 	case Identity:
 		if need.Has(R) {
-			return 0, false, fmt.Errorf("%w: %s is Identity but a consumer needs Reduce", ErrInfeasibleChoice, t.Name)
+			return sec, false, fmt.Errorf("%w: %s is Identity but a consumer needs Reduce", ErrInfeasibleChoice, t.Name)
 		}
-		return 0, false, nil
+		return sec, false, nil
 	case Gather:
 		if need.Has(I) {
-			return e.gatherCost(ch, ti, h, I, 0), false, nil
+			return same(e.gatherCost(ch, ti, h, I, 0)), false, nil
 		}
-		return 0, false, nil
+		if e.allToAll(ch, ti, h, need) {
+			for _, q := range need {
+				if q.Kind == Gather && q != h {
+					sec.Forward += e.allToAllSeconds(t, h, ch.Lengths)
+					sec.Adjoint += e.allToAllSeconds(t, q, ch.Lengths)
+				}
+			}
+		}
+		return sec, false, nil
 	}
 	ar := e.collCoeffs(t, I).AllReduce
 	if need.Has(I) {
-		return ar, true, nil
+		return same(ar), true, nil
 	}
 	rs, gathers := 0.0, 0
 	for _, q := range e.Layouts(ti) {
@@ -657,23 +767,25 @@ func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (
 		}
 	}
 	if gathers > 0 && ar < rs {
-		return ar, true, nil
+		return same(ar), true, nil
 	}
-	return rs, false, nil
+	return same(rs), false, nil
 }
 
 // hasCollective reports whether tensor class ti's layout changes under ch
-// take a collective (all-gather, all-reduce or reduce-scatter).
+// take a collective (all-gather, all-to-all, all-reduce or reduce-scatter).
 func (e *Encoding) hasCollective(ch *Choice, ti int) bool {
-	return collectiveBetween(e.have(ch, ti), e.Needs(ch, ti))
+	h := e.have(ch, ti)
+	need := e.Needs(ch, ti)
+	return e.collectiveBetween(ch, ti, h, need)
 }
 
-// collectiveBetween reports whether making the layouts need from have
-// takes a collective.
-func collectiveBetween(have Layout, need LayoutSet) bool {
+// collectiveBetween reports whether making the layouts need of tensor
+// class ti from have takes a collective.
+func (e *Encoding) collectiveBetween(ch *Choice, ti int, have Layout, need LayoutSet) bool {
 	switch have.Kind {
 	case Gather:
-		return need.Has(I)
+		return need.Has(I) || e.allToAll(ch, ti, have, need)
 	case Reduce:
 		for _, q := range need {
 			if q != R {

@@ -88,13 +88,13 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
 	}
 	s.rep, s.reps = rep, reps
 	arena := &s.floats
-	arena.reset(2*e.N + len(reps)*(2*len(e.Classes)+2*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
+	arena.reset(2*e.N + len(reps)*(2*len(e.Classes)+3*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
 	*br = Breakdown{Compute: arena.take(e.N), Memory: arena.take(e.N)}
 	terms := resize(s.terms, e.N)
 	s.terms = terms
 	for _, d := range reps {
 		terms[d] = timelineTerms{fwd: arena.take(len(e.Classes)), bwd: arena.take(len(e.Classes)),
-			comm: arena.take(len(e.Tensors)), grad: arena.take(len(e.Tensors))}
+			comm: arena.take(len(e.Tensors)), adj: arena.take(len(e.Tensors)), grad: arena.take(len(e.Tensors))}
 	}
 	for ci := range e.Classes {
 		c := &e.Classes[ci]
@@ -128,19 +128,19 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
 				}
 			}
 		}
-		adj := 1.0
-		if t.ReqGrad {
-			adj = 2 // the adjoint collective in backward costs the same
-		}
 		s.need = e.appendNeeds(s.need, ch, ti)
-		coll[ti] = collectiveBetween(h, s.need)
+		coll[ti] = e.collectiveBetween(ch, ti, h, s.need)
 		sec, _, err := e.tensorCommFor(ch, ti, h, s.need)
 		if err != nil {
 			return err
 		}
-		br.Comm += adj * count * sec
+		br.Comm += count * sec.Forward
+		if t.ReqGrad {
+			br.Comm += count * sec.Adjoint // the adjoint collectives in backward
+		}
 		for _, d := range reps {
-			terms[d].comm[ti] = sec
+			terms[d].comm[ti] = sec.Forward
+			terms[d].adj[ti] = sec.Adjoint
 		}
 	}
 	ml := &s.ml

@@ -3,6 +3,7 @@ package encode
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"hap/ir"
 	"hap/solve/milp"
@@ -25,6 +26,7 @@ type MILPVars struct {
 	y       [][]int       // tensor class, leaf layout (leaves only)
 	L       [][]int       // segment, device
 	grouped []map[int]int // tensor class: layout index → method column (1 = grouped)
+	a2a     []int         // tensor class: the all-to-all column (Choice.AllToAll), −1 for none
 	need    []map[Layout]int
 	nz      [][]int
 	T       int
@@ -38,6 +40,19 @@ func (l lin) add(col int, v float64) {
 	if v != 0 {
 		l[col] += v
 	}
+}
+
+// equal reports whether l and o have the same terms.
+func (l lin) equal(o lin) bool {
+	if len(l) != len(o) {
+		return false
+	}
+	for c, v := range l {
+		if w, ok := o[c]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // MILP encodes the search for the cheapest Choice as one mixed-integer
@@ -111,6 +126,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	}
 	v.y = make([][]int, len(e.Tensors))
 	v.grouped = make([]map[int]int, len(e.Tensors))
+	v.a2a = make([]int, len(e.Tensors))
 	for ti, t := range e.Tensors {
 		if t.Producer >= 0 {
 			continue
@@ -192,6 +208,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	fwdC := make([][]lin, len(e.Classes))
 	bwdC := make([][]lin, len(e.Classes))
 	commT := make([]lin, len(e.Tensors))
+	adjT := make([]lin, len(e.Tensors))
 	gradT := make([]lin, len(e.Tensors))
 	for ti := range commT {
 		commT[ti], gradT[ti] = lin{}, lin{}
@@ -230,6 +247,48 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				}
 			}
 		}
+	}
+	// a2aTime is a column at least the time of an all-to-all of a tensor
+	// of class t held on segment s when conversion column c is 1 (0
+	// otherwise): α + max(max_r k_r·b_r, max_j k_j·Σ_{r on j} b_r) with
+	// b_r = bytes·L_r/U, each term a big-M row. A device group's units
+	// are its devices' evenly.
+	a2aTime := func(name string, c int, t *TensorClass, s int) int {
+		U := float64(e.Segs[s].Units)
+		perUnit := milpTime * t.Bytes / U
+		alpha := milpTime * e.a2a.Alpha
+		tc := col(name, 0, inf, false)
+		row(name+"_alpha", 0, inf, lin{tc: 1, c: -alpha})
+		// at least alpha + Σ coef·L when c is 1: M is that at its largest.
+		term := func(suffix string, coef lin, most float64) {
+			M := alpha + most
+			l := lin{tc: 1, c: -M}
+			for lc, val := range coef {
+				l.add(lc, -val)
+			}
+			row(name+suffix, alpha-M, inf, l)
+		}
+		for g, devs := range e.Groups {
+			k := 0.0
+			for _, d := range devs {
+				k = max(k, e.a2a.PerRank[d])
+			}
+			if k > 0 {
+				term(fmt.Sprintf("_g%d", g), lin{v.L[s][g]: k * perUnit / size(g)}, k*perUnit*U/size(g))
+			}
+		}
+		for j, k := range e.a2a.PerNode {
+			on := lin{}
+			for _, r := range e.a2a.Nodes[j] {
+				for g, devs := range e.Groups {
+					if slices.Contains(devs, r) {
+						on.add(v.L[s][g], k*perUnit/size(g))
+					}
+				}
+			}
+			term(fmt.Sprintf("_n%d", j), on, k*perUnit*U)
+		}
+		return tc
 	}
 	group := 0
 	for ti := range e.Tensors {
@@ -318,7 +377,26 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			}
 		}
 		needI := needCol(I)
-		// Gather needed from a different Gather goes through Identity.
+		// a2aPairs are the (made in h, read in q) Gathers of different
+		// dimensions an all-to-all can convert between; a2a is 1 when the
+		// choice converts them so (Choice.AllToAll).
+		var a2aPairs [][2]Layout
+		v.a2a[ti] = -1
+		for _, q := range layouts {
+			if _, needed := need[q]; !needed || q.Kind != Gather || t.Integer {
+				continue
+			}
+			for _, h := range layouts {
+				if produced[h] && h.Kind == Gather && h.Dim != q.Dim {
+					a2aPairs = append(a2aPairs, [2]Layout{h, q})
+				}
+			}
+		}
+		if len(a2aPairs) > 0 {
+			v.a2a[ti] = col(fmt.Sprintf("a2a_%d", ti), 0, 1, true)
+		}
+		// Gather needed from a different Gather goes through Identity —
+		// unless, across dimensions, by all-to-all.
 		for _, q := range layouts {
 			c, needed := need[q]
 			if !needed || q.Kind != Gather {
@@ -329,6 +407,9 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 					l := lin{needI: 1, c: -1}
 					for hc, val := range have(ti, h) {
 						l.add(hc, -val)
+					}
+					if h.Dim != q.Dim && v.a2a[ti] >= 0 {
+						l.add(v.a2a[ti], 1) // needI ≥ need(q) + have(h) − 1 − a2a
 					}
 					row(fmt.Sprintf("closure_%d", len(m.Rows)), -1, inf, l)
 				}
@@ -435,6 +516,30 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				}
 			}
 		}
+		// An all-to-all per pair the choice converts so: its time follows
+		// the lengths of the layout it is made from, its adjoint's those
+		// of the layout it makes (cost.AllToAllTerms: a maximum of linear
+		// terms, each a row that holds when the conversion is made).
+		// Until here every conversion's adjoint costs what it does.
+		adjT[ti] = lin{}
+		for c, val := range commT[ti] {
+			adjT[ti].add(c, val)
+		}
+		for _, pr := range a2aPairs {
+			h, q := pr[0], pr[1]
+			c := col(fmt.Sprintf("conv_%d_%s_%s_a2a", ti, h, q), 0, 1, false)
+			collCols[ti] = append(collCols[ti], c)
+			into[q] = append(into[q], c)
+			l := lin{c: 1, need[q]: -1, v.a2a[ti]: -1}
+			for hc, val := range have(ti, h) {
+				l.add(hc, -val)
+			}
+			row(fmt.Sprintf("conv_%d", len(m.Rows)), -2, inf, l) // c ≥ need(q) + have(h) + a2a − 2
+			commT[ti].add(a2aTime(fmt.Sprintf("a2a_%d_%s_%s", ti, h, q), c, t, h.Seg), 1)
+			if t.ReqGrad {
+				adjT[ti].add(a2aTime(fmt.Sprintf("a2a_adj_%d_%s_%s", ti, h, q), c, t, q.Seg), 1)
+			}
+		}
 		// Aggregated covers: a needed layout the tensor is not made in
 		// must be converted into. The conv rows above charge each source
 		// separately (conv ≥ need + have − 1), which a fractional LP point
@@ -496,7 +601,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		m.Cols[v.T].Upper = milpTime * limit * (1 + limitSlack)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, gradT, update, collCols, bigM, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, adjT, gradT, update, collCols, bigM, col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}
@@ -537,6 +642,12 @@ func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
 	for ti := range e.Tensors {
 		if v.y[ti] != nil {
 			ch.Leaf[ti] = argmax(v.y[ti])
+		}
+		if c := v.a2a[ti]; c >= 0 && x[c] > 0.5 {
+			if ch.AllToAll == nil {
+				ch.AllToAll = make([]bool, len(e.Tensors))
+			}
+			ch.AllToAll[ti] = true
 		}
 		if v.grouped[ti] != nil {
 			ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
@@ -598,6 +709,9 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 		for qi, c := range v.grouped[ti] {
 			pin(c, b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi]))
 		}
+		if c := v.a2a[ti]; c >= 0 {
+			pin(c, b2f(e.usesAllToAll(ch, ti)))
+		}
 	}
 	for s := range e.Segs {
 		for g, c := range v.L[s] {
@@ -648,6 +762,9 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 		}
 		for qi, c := range v.grouped[ti] {
 			st[c] = b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi])
+		}
+		if c := v.a2a[ti]; c >= 0 {
+			st[c] = b2f(e.usesAllToAll(ch, ti))
 		}
 		need := e.Needs(ch, ti)
 		if _, via, err := e.tensorComm(ch, ti); err == nil && via {
@@ -727,6 +844,17 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 			return nil, false
 		}
 		ch.Rule[ci] = found
+	}
+	// The program's all-to-alls: the classes of the tensors they move make
+	// their layouts so (where the encoding's canonical conversions allow,
+	// which Evaluate decides).
+	for _, in := range p.Instrs {
+		if in.Kind == Comm && in.Collective == ir.OpAllToAll {
+			if ch.AllToAll == nil {
+				ch.AllToAll = make([]bool, len(e.Tensors))
+			}
+			ch.AllToAll[e.tclassOf[in.Tensor]] = true
+		}
 	}
 	for _, lf := range p.Leaves {
 		ti := e.tclassOf[lf.Tensor]

@@ -147,6 +147,7 @@ const (
 	atomFwd  atom = iota // an op class's forward seconds
 	atomBwd              // an op class's backward seconds
 	atomComm             // a tensor class's forward layout change
+	atomAdj              // its adjoint in backward
 	atomGrad             // a parameter class's gradient all-reduce
 )
 
@@ -194,13 +195,13 @@ func (e *Encoding) listTerms() []term {
 				// A parameter's adjoints and gradient all-reduce block
 				// nothing until the update.
 				if t.ReqGrad {
-					visit(k, bucketN, atomComm, tc.class, n)
+					visit(k, bucketN, atomAdj, tc.class, n)
 				}
 				visit(k, bucketN, atomGrad, tc.class, n)
 			case t.ReqGrad:
 				// An activation's adjoint blocks the backward.
-				visit(k, bucketB, atomComm, tc.class, n)
-				visit(k, bucketA, atomComm, tc.class, n)
+				visit(k, bucketB, atomAdj, tc.class, n)
+				visit(k, bucketA, atomAdj, tc.class, n)
 			}
 		}
 	}
@@ -212,9 +213,9 @@ func (e *Encoding) listTerms() []term {
 // layout-change seconds and gradient all-reduce seconds per tensor class,
 // and the total update seconds.
 type timelineTerms struct {
-	fwd, bwd   []float64 // per op class, one instance
-	comm, grad []float64 // per tensor class, one instance
-	update     float64
+	fwd, bwd        []float64 // per op class, one instance
+	comm, adj, grad []float64 // per tensor class, one instance
+	update          float64
 }
 
 // bucketSums adds one device's terms up per bucket and block.
@@ -223,7 +224,7 @@ func (e *Encoding) bucketSums(tt *timelineTerms, a *floatArena) [numBuckets][]fl
 	for i := range terms {
 		terms[i] = a.take(len(e.blocks))
 	}
-	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomGrad: tt.grad}
+	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad}
 	for _, t := range e.terms {
 		terms[t.b][t.k] += t.n * values[t.a][t.class]
 	}
@@ -321,7 +322,7 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update []lin, collCols [][]int, bigM float64,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, adjT, gradT, update []lin, collCols [][]int, bigM float64,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
 	define := func(name string, l lin) int {
@@ -337,9 +338,14 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 		return c
 	}
 	cK := make([]int, len(e.Tensors))
+	cA := make([]int, len(e.Tensors))
 	cG := make([]int, len(e.Tensors))
 	for ti := range e.Tensors {
 		cK[ti] = define(fmt.Sprintf("comm_%d", ti), commT[ti])
+		cA[ti] = cK[ti]
+		if !adjT[ti].equal(commT[ti]) {
+			cA[ti] = define(fmt.Sprintf("adj_%d", ti), adjT[ti])
+		}
 		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
 	}
 	G, K := len(e.Groups), len(e.blocks)
@@ -362,7 +368,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, gradT, update 
 				terms[i][k] = lin{}
 			}
 		}
-		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomGrad: cG}
+		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG}
 		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
 			if c := columns[a][class]; c >= 0 {
 				terms[b][k].add(c, n)

@@ -18,7 +18,7 @@ import (
 // heuristic: it finds the plans the MILP's weak LP bound makes CBC slow
 // to reach, and the joint MILP starts from them.
 func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, deadline time.Time) (*encode.Choice, float64) {
-	cur := clone(ch)
+	cur := ch.Clone()
 	br, err := e.Evaluate(cur)
 	if err != nil {
 		return ch, 0
@@ -45,6 +45,24 @@ func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, dea
 			}
 		}
 	}
+	// adjacent[ci]: the tensor classes op class ci reads or makes, whose
+	// conversions a change of its rule may turn into all-to-alls.
+	adjacent := make([][]int, len(e.Classes))
+	for ti := range e.Tensors {
+		t := &e.Tensors[ti]
+		if t.Producer >= 0 {
+			adjacent[t.Producer] = append(adjacent[t.Producer], ti)
+		}
+		for _, cs := range t.Consumers {
+			if k := len(adjacent[cs[0]]); k == 0 || adjacent[cs[0]][k-1] != ti {
+				adjacent[cs[0]] = append(adjacent[cs[0]], ti)
+			}
+		}
+	}
+	if cur.AllToAll == nil {
+		cur.AllToAll = make([]bool, len(e.Tensors))
+	}
+	var flipped []int
 	late := func() bool { return !deadline.IsZero() && time.Now().After(deadline) }
 	for sweep := 0; sweep < maxSweeps; sweep++ {
 		if ctx.Err() != nil || late() {
@@ -62,12 +80,46 @@ func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, dea
 			}
 			return false
 		}
+		// withAllToAll retries the move just made with all-to-all for those
+		// of the tensor classes that can use it and do not: a rule that reads
+		// a tensor cut along another dimension pays only with it. The flags
+		// are undone when the move still does not improve.
+		withAllToAll := func(tcs []int) bool {
+			flipped = flipped[:0]
+			for _, ti := range tcs {
+				if !cur.AllToAll[ti] && e.AllToAllApplies(cur, ti) {
+					cur.AllToAll[ti] = true
+					flipped = append(flipped, ti)
+				}
+			}
+			if len(flipped) == 0 {
+				return false
+			}
+			if keep() {
+				return true
+			}
+			for _, ti := range flipped {
+				cur.AllToAll[ti] = false
+			}
+			return false
+		}
 		for ci := range e.Classes {
 			for r := range e.Classes[ci].Rules {
 				if old := cur.Rule[ci]; r != old {
-					if cur.Rule[ci] = r; !keep() {
-						cur.Rule[ci] = old
+					if cur.Rule[ci] = r; keep() || withAllToAll(adjacent[ci]) {
+						continue
 					}
+					cur.Rule[ci] = old
+				}
+			}
+		}
+		// Switch one tensor class's conversions between all-to-all and
+		// through Identity.
+		for ti := range e.Tensors {
+			if e.AllToAllApplies(cur, ti) {
+				cur.AllToAll[ti] = !cur.AllToAll[ti]
+				if !keep() {
+					cur.AllToAll[ti] = !cur.AllToAll[ti]
 				}
 			}
 		}
@@ -119,14 +171,3 @@ func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, dea
 // maxSweeps bounds LocalSearch: every sweep improves by more than
 // improveTolerance, so it ends anyway; the cap keeps its cost predictable.
 const maxSweeps = 200
-
-func clone(ch *encode.Choice) *encode.Choice {
-	out := &encode.Choice{Rule: append([]int(nil), ch.Rule...), Leaf: append([]int(nil), ch.Leaf...), Lengths: copyLengths(ch.Lengths)}
-	if ch.Grouped != nil {
-		out.Grouped = make([][]bool, len(ch.Grouped))
-		for i := range ch.Grouped {
-			out.Grouped[i] = append([]bool(nil), ch.Grouped[i]...)
-		}
-	}
-	return out
-}

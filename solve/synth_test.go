@@ -109,7 +109,7 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 	priced := 0
 	best := math.Inf(1)
 	var bestCh *encode.Choice
-	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors)), Lengths: make([][]int, len(e.Segs))}
+	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors)), AllToAll: make([]bool, len(e.Tensors)), Lengths: make([][]int, len(e.Segs))}
 	for ti := range e.Tensors {
 		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
 	}
@@ -126,7 +126,7 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 			}
 			if err == nil && sec < best-1e-15 {
 				best = sec
-				bestCh = cloneChoice(ch)
+				bestCh = ch.Clone()
 			}
 			return
 		}
@@ -137,7 +137,19 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 	}
 	// active lists the collectives with a method under the current rules
 	// and leaves: an all-gather (Gather → Identity) or a reduce-scatter
-	// (Reduce → Gather when Identity is not made anyway).
+	// (Reduce → Gather when Identity is not made anyway). Every tensor
+	// class that can make its Gathers by all-to-all is a bit too (q = −1):
+	// the flag is tried both ways first, and the methods of the
+	// collectives each way then make.
+	a2a := func() []int {
+		var tcs []int
+		for ti := range e.Tensors {
+			if e.AllToAllApplies(ch, ti) {
+				tcs = append(tcs, ti)
+			}
+		}
+		return tcs
+	}
 	active := func() []bit {
 		var bits []bit
 		for ti := range e.Tensors {
@@ -163,10 +175,22 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 		}
 		ch.Grouped[bits[i].t][bits[i].q] = false
 	}
+	var flags func(tcs []int, i int)
+	flags = func(tcs []int, i int) {
+		if i == len(tcs) {
+			methods(active(), 0)
+			return
+		}
+		for _, v := range []bool{false, true} {
+			ch.AllToAll[tcs[i]] = v
+			flags(tcs, i+1)
+		}
+		ch.AllToAll[tcs[i]] = false
+	}
 	var leaves func(ti int)
 	leaves = func(ti int) {
 		if ti == len(e.Tensors) {
-			methods(active(), 0)
+			flags(a2a(), 0)
 			return
 		}
 		if e.Tensors[ti].Producer >= 0 {
@@ -197,17 +221,6 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 	return best, bestCh
 }
 
-func cloneChoice(c *encode.Choice) *encode.Choice {
-	d := &encode.Choice{Rule: append([]int{}, c.Rule...), Leaf: append([]int{}, c.Leaf...)}
-	for _, g := range c.Grouped {
-		d.Grouped = append(d.Grouped, append([]bool{}, g...))
-	}
-	for _, l := range c.Lengths {
-		d.Lengths = append(d.Lengths, append([]int{}, l...))
-	}
-	return d
-}
-
 // The solver's plan is optimal: on random small cases (a few ops, up to 4
 // devices of mixed types on one or two nodes, small dims) its cost equals
 // the minimum over every rule, layout, method and integer length.
@@ -215,7 +228,7 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	// Coverage: optima that pick each method for some collective, and optima
 	// whose two segments are cut with different lengths.
-	var usedGrouped, usedPadded, distinctRatios int
+	var usedGrouped, usedPadded, usedAllToAll, distinctRatios int
 	cases := 200
 	if testing.Short() {
 		cases = 20
@@ -245,6 +258,9 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 			t.Errorf("case %d: status %s", i, res.Status)
 		}
 		for _, in := range res.Program.Instrs {
+			if in.Collective == ir.OpAllToAll {
+				usedAllToAll++
+			}
 			switch in.Method {
 			case encode.MethodGrouped:
 				usedGrouped++
@@ -256,8 +272,8 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 			distinctRatios++
 		}
 	}
-	t.Logf("optima: %d grouped and %d padded collectives; %d with two segments cut differently", usedGrouped, usedPadded, distinctRatios)
-	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || distinctRatios == 0) {
+	t.Logf("optima: %d grouped and %d padded collectives, %d all-to-alls; %d with two segments cut differently", usedGrouped, usedPadded, usedAllToAll, distinctRatios)
+	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0) {
 		t.Errorf("the cases no longer exercise per-collective methods and per-segment ratios")
 	}
 }
