@@ -8,10 +8,11 @@
 // established. It also encodes the planning problem (encoding.go): op and
 // tensor classes, their prices under the step-time model (timeline.go, the
 // two-stream timeline the simulator runs) and the MILP over rules, layouts,
-// methods and integer lengths (milp.go). Evaluate (evaluate.go) prices one
-// choice with the same terms as the MILP; an Evaluator does it without
-// allocating, for loops that price thousands. An Encoding is read-only once
-// built, so pricing may run on several goroutines (one Evaluator each).
+// methods, all-to-alls and integer lengths (milp.go). Evaluate
+// (evaluate.go) prices one choice with the same terms as the MILP; an
+// Evaluator does it without allocating, for loops that price thousands. An
+// Encoding is read-only once built, so pricing may run on several
+// goroutines (one Evaluator each).
 //
 //	            Identity ──dynamic-slice──► Gather(d) ──all-to-all──► Gather(d')
 //	               ▲                          │  ▲

@@ -79,6 +79,11 @@ type EncodeOptions struct {
 	// NoGroup gives every device its own MILP variables; by default
 	// identical devices (same type, memory and throughput) share them.
 	NoGroup bool
+	// NoAllToAll leaves all-to-all out of the search: Gathers are made
+	// from other Gathers through Identity only (the paper's instruction
+	// set for this conversion; tests use it to keep the other collectives
+	// covered).
+	NoAllToAll bool
 }
 
 // DefaultMemoryFraction leaves 10% of each device for workspace and
@@ -624,9 +629,17 @@ func (e *Encoding) AllToAllApplies(ch *Choice, tc int) bool {
 	return e.allToAllPossible(tc, e.have(ch, tc), read)
 }
 
+// allToAllCandidate reports whether the encoding offers all-to-all for
+// tensors of this class: floating-point activations. Integers cross no
+// collective; a leaf can be fed in the layout its consumers read, which
+// needs no conversion at all, so all-to-alls of leaves would add many
+// choices that rarely pay (BERT-MoE on paper-8: 374 of the 1,338
+// conversion pairs, each columns and rows of the MILP).
+func (t *TensorClass) allToAllCandidate() bool { return !t.Integer && t.Producer >= 0 }
+
 // allToAllPossible is allToAll without the choice's flag.
 func (e *Encoding) allToAllPossible(tc int, h Layout, read LayoutSet) bool {
-	if h.Kind != Gather || e.Tensors[tc].Integer {
+	if h.Kind != Gather || e.opt.NoAllToAll || !e.Tensors[tc].allToAllCandidate() {
 		return false
 	}
 	some := false
@@ -642,6 +655,28 @@ func (e *Encoding) allToAllPossible(tc int, h Layout, read LayoutSet) bool {
 		}
 	}
 	return some
+}
+
+// allToAllLeast is a lower bound on allToAllSeconds of a tensor of class
+// t over every split of its bytes B among the devices: α plus, for each
+// kind of term of cost.AllToAllTerms, B/Σ 1/k — the maximum of k_i·b_i
+// under Σ b_i = B is least when every k_i·b_i is equal — or 0 when some
+// term has k = 0 (a device alone on its node, which could hold it all).
+func (e *Encoding) allToAllLeast(t *TensorClass) float64 {
+	least := func(ks []float64) float64 {
+		inv := 0.0
+		for _, k := range ks {
+			if k <= 0 {
+				return 0
+			}
+			inv += 1 / k
+		}
+		if inv == 0 {
+			return 0
+		}
+		return t.Bytes / inv
+	}
+	return e.a2a.Alpha + max(least(e.a2a.PerRank), least(e.a2a.PerNode))
 }
 
 // usesAllToAll reports whether tensor class tc makes layouts by all-to-all

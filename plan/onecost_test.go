@@ -97,9 +97,11 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			for d, mem := range br.Memory {
 				fits = fits && mem <= encode.DefaultMemoryFraction*float64(m.Capacity(d))
 			}
-			// A program that does not fit is no plan, and one with
-			// all-to-all the encoding does not price (docs/planner.md):
-			// their times are logged, not held to the tolerance.
+			// A program that does not fit is no plan, and one with an
+			// all-to-all in the middle of a block is priced as if it were
+			// at the block's edge (ep on bert-moe: +2.65%; docs/planner.md),
+			// so plan.Synthesize simulates those: their times are logged,
+			// not held to the tolerance.
 			if fits && !usesAllToAll(p) && math.Abs(rel) > oneCostTolerance {
 				t.Errorf("%s on %s, %s: planner %.4f s vs simulator %.4f s (%+.2f%%)", c.model, c.cluster, name, br.Seconds, r.StepSeconds, 100*rel)
 			}

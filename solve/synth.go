@@ -34,6 +34,9 @@ type Options struct {
 	// device its own variables instead of sharing them among identical
 	// devices (exact integer lengths per device, larger model).
 	NoTie, NoGroup bool
+	// NoAllToAll leaves all-to-all out of the search
+	// (encode.EncodeOptions.NoAllToAll).
+	NoAllToAll bool
 	// Segments overrides the candidate segments (tests); nil derives them.
 	Segments []encode.Segment
 	// Starts are programs to start the search from (the hand-written
@@ -75,7 +78,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if segs == nil {
 		segs = CandidateSegments(g)
 	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup})
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll})
 	if err != nil {
 		return nil, err
 	}

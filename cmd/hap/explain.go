@@ -228,10 +228,18 @@ func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.
 		return call(cost.AllReduce, bytes, ""), 0, ""
 	case ir.OpAllToAll:
 		pieces, _ := p.AxisPieces(in.Axis, in.From, t.Shape, group[0])
+		even := true
 		for r, n := range pieces {
 			bytes[r] = float64(n) * per(in.From.Dim)
+			even = even && n == pieces[0]
 		}
-		return call(cost.AllToAll, bytes, cost.MethodGrouped), 0, ""
+		// The rejected alternative: through Identity, an all-gather (the
+		// cheaper method when uneven) and a free slice.
+		ag := call(cost.AllGather, bytes, cost.MethodEven)
+		if !even {
+			ag = min(call(cost.AllGather, bytes, cost.MethodPadded), call(cost.AllGather, bytes, cost.MethodGrouped))
+		}
+		return call(cost.AllToAll, bytes, cost.MethodGrouped), ag, "all-gather+slice"
 	}
 	return 0, 0, ""
 }
