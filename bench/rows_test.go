@@ -7,10 +7,10 @@ import (
 	"hap/plan"
 )
 
-// testOptions bound the tiny cases' solves by nodes, not the clock: the
-// rows are then the same on any machine, and the search stays off
-// Polish's program step, whose feasibility pump can hit a failed Clp
-// assertion that aborts the process (docs/planner.md, Known limits).
+// testOptions bound the tiny cases' solves by nodes, not the clock, so
+// that the rows are the same on any machine, however loaded. (Under a 1 s
+// time limit, Polish's program step once failed a Clp assertion here that
+// aborted the test binary; that solve now runs in a child process.)
 var testOptions = Options{NodeLimit: plan.DefaultNodeLimit}
 
 func TestRowsOnTinyModels(t *testing.T) {

@@ -60,13 +60,17 @@ func Version() string {
 var solveLock = make(chan struct{}, 1)
 
 // Solver is the CBC backend. The zero value is ready to use and safe for concurrent use.
-type Solver struct{}
+type Solver struct {
+	// Isolated runs each solve in a child process (see isolate.go), so that CBC aborting is an
+	// error (wrapping ErrSolverProcess) rather than the end of the program.
+	Isolated bool
+}
 
 var _ milp.Solver = Solver{}
 
 // Solve solves m with CBC. See milp.Solver for the contract and the package documentation for how
 // ctx is honoured.
-func (Solver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
+func (s Solver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -95,6 +99,11 @@ func (Solver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp
 	}
 	if len(m.Cols) == 0 {
 		return solveEmpty(m), nil
+	}
+	if s.Isolated {
+		// The child has CBC to itself, but the lock still bounds this
+		// program to one solve at a time, as in process.
+		return solveIsolated(ctx, m, opt, limit)
 	}
 	// CBC runs on this thread for the whole solve; keep the goroutine there so that nothing else
 	// is scheduled onto a thread that is deep in C (not required for correctness).
