@@ -144,6 +144,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	case res.StoppedBy != milp.LimitNone:
 		sol.StoppedBy = res.StoppedBy.String()
 	}
+	if res.Start != nil {
+		// The MILP's start competes too: where the timeline misjudges a
+		// program, the simulator may find it faster than the MILP's plan.
+		baselines[PolishedStart] = res.Start
+	}
 	say("simulating the plan and the %d baselines", len(baselines))
 	best, err := Build(in, res.Program, "hap", sol)
 	if err != nil {
@@ -184,7 +189,7 @@ func overMemory(devs []sim.DeviceStats) string {
 // by the planner's estimate against the best step so far without
 // simulating it.
 func fasterStart(in *Inputs, baselines map[string]*encode.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *encode.Program, best float64) bool) *Plan {
-	for _, name := range append(strategy.Names(), "hap-paper") {
+	for _, name := range append(strategy.Names(), "hap-paper", PolishedStart) {
 		p, ok := baselines[name]
 		if !ok {
 			continue
@@ -211,6 +216,11 @@ func fasterStart(in *Inputs, baselines map[string]*encode.Program, simulated map
 	}
 	return best
 }
+
+// PolishedStart names, in a plan's solver.chosen, the joint MILP's start
+// (the best hand-written or paper start, polished by local search and the
+// lengths MILP) when the simulator finds it faster than the MILP's plan.
+const PolishedStart = "polished-start"
 
 // PaperSafetyLimit stops the paper's search in wall time when no time
 // limit is given; its expansion bound ends it long before on every zoo
