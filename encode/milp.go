@@ -260,8 +260,8 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	// by a row per term and conversion.
 	a2aOf := map[collKey]int{}
 	a2aTime := func(name string, c int, ti int, l Layout) int {
-		k := collKey{ti, l}
-		at, ok := a2aOf[k]
+		key := collKey{ti, l}
+		at, ok := a2aOf[key]
 		t := &e.Tensors[ti]
 		U := float64(e.Segs[l.Seg].Units)
 		perUnit := milpTime * t.Bytes / U
@@ -269,7 +269,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		most := 0.0 // the time when one device holds everything
 		if !ok {
 			at = col(fmt.Sprintf("a2a_%d_%s", ti, l), 0, inf, false)
-			a2aOf[k] = at
+			a2aOf[key] = at
 			term := func(suffix string, coef lin) {
 				r := lin{at: 1}
 				for lc, val := range coef {
