@@ -79,9 +79,18 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		r := e.Classes[e.classOf[i]].Rules[ch.Rule[e.classOf[i]]]
-		for j, t := range op.Inputs {
-			if err := make_(t, r.In[j]); err != nil {
-				return nil, fmt.Errorf("op %q: %w", op.Name, err)
+		// Leaves' layout changes first: the timeline prices them as
+		// prefetched ahead of the block's activation changes (P before Fa,
+		// and in backward the blocking adjoints before the gradients'), and
+		// the communication stream runs in program order.
+		for _, leaves := range [...]bool{true, false} {
+			for j, t := range op.Inputs {
+				if g.Tensors[t].Kind.IsLeaf() != leaves {
+					continue
+				}
+				if err := make_(t, r.In[j]); err != nil {
+					return nil, fmt.Errorf("op %q: %w", op.Name, err)
+				}
 			}
 		}
 		p.Instrs = append(p.Instrs, Instr{Kind: Compute, Op: op.ID, Rule: r})
