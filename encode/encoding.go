@@ -102,6 +102,11 @@ type OpClass struct {
 	// Time is per device the seconds of forward+backward of all Ops at
 	// share 1; TimeF and TimeB its forward and backward parts.
 	Time, TimeF, TimeB []float64
+	// TimeW is the part of TimeB that the op's backward runs after its
+	// last input gradient: the parameter gradients that follow it (a
+	// matmul's dW after its dX). A blocking adjoint of the op's input
+	// overlaps it (timeline.go).
+	TimeW []float64
 }
 
 // TensorClass is a set of tensors in identical positions.
@@ -171,8 +176,11 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	if err != nil {
 		return nil, err
 	}
-	// Backward work per forward op: the actual gradient ops autodiff emits.
+	// Backward work per forward op: the actual gradient ops autodiff emits,
+	// in the order it emits them; tail[i] counts the last of op i's that
+	// only make parameter gradients (weightTail).
 	bwd := make([][]cost.Work, len(g.Ops))
+	tail := weightTail(step, len(g.Ops))
 	for i := range step.Ops {
 		op := &step.Ops[i]
 		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
@@ -238,7 +246,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			ci = len(e.Classes)
 			okeys[k] = ci
 			rules := Rules(g, op, segs)
-			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n)}
+			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n), TimeW: make([]float64, n)}
 			for _, r := range rules {
 				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
 			}
@@ -253,9 +261,13 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			for k, w := range works {
 				t := m.ComputeTime(d, w)
 				oc.Time[d] += t
-				if k == 0 {
+				switch {
+				case k == 0:
 					oc.TimeF[d] += t
-				} else {
+				case k > len(bwd[i])-tail[i]:
+					oc.TimeW[d] += t
+					oc.TimeB[d] += t
+				default:
 					oc.TimeB[d] += t
 				}
 			}
@@ -857,4 +869,52 @@ func (e *Encoding) ProducedLayouts(tc int) map[PropKind]bool {
 		out[r.Out[t.OutIdx].Kind] = true
 	}
 	return out
+}
+
+// weightTail counts, per forward op of a training step's first nf ops, how
+// many of its last backward ops (in step order) make only parameter
+// gradients: their outputs reach no backward op of another forward op,
+// only the update (directly or through more of the op's own backward ops).
+// The lowered step runs them after the op's input gradients, so a layout
+// change's adjoint that waits for those can run beside them.
+func weightTail(step *ir.Graph, nf int) []int {
+	consumers := make([][]ir.OpID, len(step.Tensors))
+	for i := range step.Ops {
+		for _, t := range step.Ops[i].Inputs {
+			consumers[t] = append(consumers[t], ir.OpID(i))
+		}
+	}
+	// only[o]: op o's results flow to parameter gradients only; ops are in
+	// topological order, so a reverse sweep sees every consumer first.
+	only := make([]bool, len(step.Ops))
+	for i := len(step.Ops) - 1; i >= 0; i-- {
+		op := &step.Ops[i]
+		if op.Phase != ir.Backward || op.GradOf == ir.NoOp {
+			continue
+		}
+		ok := true
+		for _, t := range op.Outputs {
+			for _, c := range consumers[t] {
+				co := &step.Ops[c]
+				if co.Phase == ir.Backward && !(co.GradOf == op.GradOf && only[c]) {
+					ok = false
+				}
+			}
+		}
+		only[i] = ok
+	}
+	tail := make([]int, nf)
+	done := make([]bool, nf) // a non-tail op of it has been seen, sweeping back
+	for i := len(step.Ops) - 1; i >= 0; i-- {
+		op := &step.Ops[i]
+		if op.Phase != ir.Backward || op.GradOf == ir.NoOp || int(op.GradOf) >= nf || done[op.GradOf] {
+			continue
+		}
+		if only[i] {
+			tail[op.GradOf]++
+		} else {
+			done[op.GradOf] = true
+		}
+	}
+	return tail
 }

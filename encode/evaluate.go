@@ -88,12 +88,12 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
 	}
 	s.rep, s.reps = rep, reps
 	arena := &s.floats
-	arena.reset(2*e.N + len(reps)*(2*len(e.Classes)+3*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
+	arena.reset(2*e.N + len(reps)*(3*len(e.Classes)+3*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
 	*br = Breakdown{Compute: arena.take(e.N), Memory: arena.take(e.N)}
 	terms := resize(s.terms, e.N)
 	s.terms = terms
 	for _, d := range reps {
-		terms[d] = timelineTerms{fwd: arena.take(len(e.Classes)), bwd: arena.take(len(e.Classes)),
+		terms[d] = timelineTerms{fwd: arena.take(len(e.Classes)), bwd: arena.take(len(e.Classes)), wtail: arena.take(len(e.Classes)),
 			comm: arena.take(len(e.Tensors)), adj: arena.take(len(e.Tensors)), grad: arena.take(len(e.Tensors))}
 	}
 	for ci := range e.Classes {
@@ -105,6 +105,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
 			br.Compute[d] += c.Time[d] * sh
 			terms[d].fwd[ci] = c.TimeF[d] * sh / inst
 			terms[d].bwd[ci] = c.TimeB[d] * sh / inst
+			terms[d].wtail[ci] = c.TimeW[d] * sh / inst
 		}
 	}
 	coll := resize(s.coll, len(e.Tensors)) // whether each class's layout changes take a collective

@@ -204,11 +204,12 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		dst.add(z, coef/U)
 	}
 	// The timeline's per-instance terms (timeline.go), as expressions:
-	// forward and backward seconds per (op class, group), forward layout
-	// change and gradient all-reduce seconds per tensor class, update
-	// seconds per group.
+	// forward and backward seconds per (op class, group) and the backward's
+	// parameter-gradient tail, forward layout change and gradient
+	// all-reduce seconds per tensor class, update seconds per group.
 	fwdC := make([][]lin, len(e.Classes))
 	bwdC := make([][]lin, len(e.Classes))
+	wC := make([][]lin, len(e.Classes))
 	commT := make([]lin, len(e.Tensors))
 	adjT := make([]lin, len(e.Tensors))
 	gradT := make([]lin, len(e.Tensors))
@@ -232,11 +233,11 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			}
 			bySeg[c.WorkSeg[ri]].add(v.x[ci][ri], 1)
 		}
-		fwdC[ci], bwdC[ci] = make([]lin, G), make([]lin, G)
+		fwdC[ci], bwdC[ci], wC[ci] = make([]lin, G), make([]lin, G), make([]lin, G)
 		inst := float64(len(c.Ops))
 		for g := 0; g < G; g++ {
 			d := e.Groups[g][0] // every device of a group prices the same
-			fwdC[ci][g], bwdC[ci][g] = lin{}, lin{}
+			fwdC[ci][g], bwdC[ci][g], wC[ci][g] = lin{}, lin{}, lin{}
 			for _, s := range sortedKeys(bySeg) {
 				if c.TimeF[d] == 0 && c.TimeB[d] == 0 {
 					break // no work: no share columns
@@ -246,6 +247,9 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				for col, val := range sh {
 					fwdC[ci][g].add(col, milpTime*c.TimeF[d]/inst*val)
 					bwdC[ci][g].add(col, milpTime*c.TimeB[d]/inst*val)
+					if c.TimeW[d] > 0 {
+						wC[ci][g].add(col, milpTime*c.TimeW[d]/inst*val)
+					}
 				}
 			}
 		}
@@ -641,7 +645,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		m.Cols[v.T].Upper = milpTime * limit * (1 + limitSlack)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, commT, adjT, gradT, update, collCols, bigM, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, collCols, bigM, col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}

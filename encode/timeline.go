@@ -22,7 +22,10 @@ import (
 // a parameter's gather) blocks nothing until the update, so it overlaps
 // the rest of backward. Lowering issues that all-reduce as soon as the
 // gradient is complete, right after the backward of the parameter's first
-// consumer.
+// consumer and the adjoints of that consumer's input layout changes; and
+// Decode makes a consumer's leaves' layouts before its activations' (P
+// before Fa below, and in backward A before N), since the communication
+// stream runs in program order.
 //
 // The forward ops are cut into blocks, a new block starting at every op
 // that is the first consumer of a parameter. With, per device d and block
@@ -33,6 +36,8 @@ import (
 //	P_b       the block's leaves' layout changes (prefetched)
 //	B_{d,b}   backward compute + the adjoints of those changes (blocking)
 //	A_b       those adjoints (on the communication stream)
+//	W_{d,b}   the block's first op's parameter gradients that its backward
+//	          makes after its input gradients (a matmul's dW after its dX)
 //	N_b       the block's parameters' gradient all-reduces and gather adjoints
 //	U_d       the optimizer updates
 //
@@ -45,7 +50,8 @@ import (
 //	  a collective in b:     s = max(p, max_d x_d);  x_d = s + Fc_{d,b};  cf = s + Fa_b
 //	backward, b = K−1 … 0:  (cb = cf)
 //	  no blocking adjoint:   x_d += B_{d,b}
-//	  a blocking adjoint:    x_d = max(cb, max_d (x_d + B_{d,b} − A_b)) + A_b
+//	  a blocking adjoint:    e = max(cb, max_d (x_d + B_{d,b} − A_b − W_{d,b})) + A_b
+//	                         x_d = max(e, x_d + B_{d,b} − A_b)
 //	  then:                  cb = max(cb, max_d x_d) + N_b
 //	T = max_d max(x_d, cb) + U_d
 //
@@ -57,10 +63,15 @@ import (
 // gradient all-reduces of later blocks. Without the synchronisation (each
 // device's own sums, maximised at the end) the estimate missed the waits
 // for the slowest device (−1.5% on VGG19's synthesized plan) and an
-// all-reduce delaying the next blocking adjoint (−1.9% on tp).
+// all-reduce delaying the next blocking adjoint (−1.9% on tp). The
+// adjoint needs only the input gradient of the block's first op, so it
+// runs beside that op's parameter gradients (W): without that, expert
+// parallelism's dispatch all-to-all was priced +2.65% on BERT-MoE.
 
 // block is a run of forward ops in program order.
 type block struct {
+	// first is the op class of the block's first op.
+	first int
 	// ops counts the block's op instances per op class; tensors the tensor
 	// instances per class whose first consumer is in the block (their
 	// layout changes happen there).
@@ -98,6 +109,10 @@ func (e *Encoding) buildBlocks() {
 		blockOf[i] = b
 	}
 	ops := make([]map[int]int, b+1)
+	firsts := make([]int, b+1)
+	for i := len(g.Ops) - 1; i >= 0; i-- {
+		firsts[blockOf[i]] = e.classOf[i]
+	}
 	tensors := make([]map[int]int, b+1)
 	for k := range ops {
 		ops[k], tensors[k] = map[int]int{}, map[int]int{}
@@ -112,7 +127,7 @@ func (e *Encoding) buildBlocks() {
 	}
 	e.blocks = make([]block, b+1)
 	for k := range e.blocks {
-		e.blocks[k] = block{ops: counts(ops[k]), tensors: counts(tensors[k])}
+		e.blocks[k] = block{first: firsts[k], ops: counts(ops[k]), tensors: counts(tensors[k])}
 	}
 	e.terms = e.listTerms()
 }
@@ -137,6 +152,7 @@ const (
 	bucketB                // backward chain (compute + blocking adjoints)
 	bucketA                // blocking adjoints (also on the comm stream)
 	bucketN                // non-blocking: parameters' adjoints and gradient all-reduces
+	bucketW                // the first op's parameter gradients, which a blocking adjoint overlaps
 	numBuckets
 )
 
@@ -149,6 +165,7 @@ const (
 	atomComm             // a tensor class's forward layout change
 	atomAdj              // its adjoint in backward
 	atomGrad             // a parameter class's gradient all-reduce
+	atomW                // an op class's parameter-gradient tail of backward (OpClass.TimeW)
 )
 
 // term is n instances of atom (of op or tensor class) in bucket b of
@@ -178,6 +195,7 @@ func (e *Encoding) listTerms() []term {
 		terms = append(terms, term{k, b, a, class, n})
 	}
 	for k, bl := range e.blocks {
+		visit(k, bucketW, atomW, bl.first, 1)
 		for _, oc := range bl.ops {
 			visit(k, bucketFc, atomFwd, oc.class, float64(oc.n))
 			visit(k, bucketB, atomBwd, oc.class, float64(oc.n))
@@ -213,7 +231,7 @@ func (e *Encoding) listTerms() []term {
 // layout-change seconds and gradient all-reduce seconds per tensor class,
 // and the total update seconds.
 type timelineTerms struct {
-	fwd, bwd        []float64 // per op class, one instance
+	fwd, bwd, wtail []float64 // per op class, one instance
 	comm, adj, grad []float64 // per tensor class, one instance
 	update          float64
 }
@@ -224,7 +242,7 @@ func (e *Encoding) bucketSums(tt *timelineTerms, a *floatArena) [numBuckets][]fl
 	for i := range terms {
 		terms[i] = a.take(len(e.blocks))
 	}
-	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad}
+	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad, atomW: tt.wtail}
 	for _, t := range e.terms {
 		terms[t.b][t.k] += t.n * values[t.a][t.class]
 	}
@@ -258,13 +276,14 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 	cb := cf
 	for k := len(e.blocks) - 1; k >= 0; k-- {
 		if syncB[k] {
+			a := sums[0][bucketA][k]
 			end := cb
 			for d := range x {
-				end = math.Max(end, x[d]+sums[d][bucketB][k]-sums[d][bucketA][k])
+				end = math.Max(end, x[d]+sums[d][bucketB][k]-a-sums[d][bucketW][k])
 			}
-			end += sums[0][bucketA][k]
+			end += a
 			for d := range x {
-				x[d] = end
+				x[d] = math.Max(end, x[d]+sums[d][bucketB][k]-a)
 			}
 		} else {
 			for d := range x {
@@ -322,7 +341,7 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, adjT, gradT, update []lin, collCols [][]int, bigM float64,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, collCols [][]int, bigM float64,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
 	define := func(name string, l lin) int {
@@ -349,13 +368,15 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, adjT, gradT, u
 		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
 	}
 	G, K := len(e.Groups), len(e.blocks)
-	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), U: make([]lin, G)}
+	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G)}
 	for g := range e.Groups {
 		cF := make([]int, len(e.Classes))
 		cB := make([]int, len(e.Classes))
+		cW := make([]int, len(e.Classes))
 		for ci := range e.Classes {
 			cF[ci] = define(fmt.Sprintf("fwd_%d_%d", ci, g), fwdC[ci][g])
 			cB[ci] = define(fmt.Sprintf("bwd_%d_%d", ci, g), bwdC[ci][g])
+			cW[ci] = define(fmt.Sprintf("wtail_%d_%d", ci, g), wC[ci][g])
 		}
 		st.U[g] = lin{}
 		if c := define(fmt.Sprintf("update_%d", g), update[g]); c >= 0 {
@@ -368,13 +389,13 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC [][]lin, commT, adjT, gradT, u
 				terms[i][k] = lin{}
 			}
 		}
-		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG}
+		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW}
 		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
 			if c := columns[a][class]; c >= 0 {
 				terms[b][k].add(c, n)
 			}
 		})
-		st.Fc[g], st.B[g] = terms[bucketFc], terms[bucketB]
+		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]
 		// The same for every group: communication.
 		st.Fa, st.P, st.A, st.N = terms[bucketFa], terms[bucketP], terms[bucketA], terms[bucketN]
 	}
@@ -389,10 +410,10 @@ type syncVar struct {
 }
 
 // syncTerms are timelineRows' per-block expressions: per group the forward
-// chain Fc, the backward chain B and the update U; for all groups alike
-// the communication Fa, P, A and N.
+// chain Fc, the backward chain B, its tail W and the update U; for all
+// groups alike the communication Fa, P, A and N.
 type syncTerms struct {
-	Fc, B       [][]lin
+	Fc, B, W    [][]lin
 	U           []lin
 	Fa, P, A, N []lin
 }
@@ -406,10 +427,12 @@ type syncTerms struct {
 //
 //	x_{g,b} ≥ x_{g,b−1} + Fc_{g,b}, cf_{b−1} + P_b + Fc_{g,b}     x_{g,b} ≥ x_{g',b−1} + Fc_{g,b}       if sF_b
 //	cf_b    ≥ cf_{b−1} + P_b + Fa_b                              cf_b    ≥ x_{g',b−1} + Fa_b           if sF_b
-//	y_{g,b} ≥ y_{g,b+1} + B_{g,b}                                y_{g,b} ≥ y_{g',b+1} + B_{g',b}, cb_{b+1} + A_b  if sB_b
+//	y_{g,b} ≥ y_{g,b+1} + B_{g,b} − A_b                          y_{g,b} ≥ y_{g',b+1} + B_{g',b} − W_{g',b}, cb_{b+1} + A_b  if sB_b
 //	cb_b    ≥ cb_{b+1} + N_b, y_{g,b} + N_b                      T ≥ y_{g,0} + U_g, cb_0 + U_g
 //
-// with y_{g,K} = x_{g,K−1} and cb_K = cf_{K−1}. Minimising T makes a
+// with y_{g,K} = x_{g,K−1} and cb_K = cf_{K−1} (the backward sync holds
+// for g' = g too; the chain's − A_b is − 0 wherever sB_b may be 0, since
+// the block's adjoints are then no collectives). Minimising T makes a
 // binary 0 wherever the block has no collective (tied layers share one
 // binary: the same tensor classes bound it), so the rows price a choice
 // exactly as stepTime does. (Where stepTime takes cf = p without a
@@ -526,13 +549,25 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 		ny := make([]int, G)
 		for g := range ny {
 			ny[g] = col(fmt.Sprintf("bwdend_%d_%d", g, k), 0, inf, false)
-			geq(fmt.Sprintf("bwdchain_%d_%d", g, k), []int{ny[g]}, []int{x[g]}, -1, st.B[g][k])
+			chain := st.B[g][k]
+			if s >= 0 && len(st.A[k]) > 0 {
+				chain = lin{}
+				addScaled(chain, st.B[g][k], 1)
+				addScaled(chain, st.A[k], -1)
+			}
+			geq(fmt.Sprintf("bwdchain_%d_%d", g, k), []int{ny[g]}, []int{x[g]}, -1, chain)
 		}
 		if s >= 0 {
 			for g := range ny {
 				for g2 := range ny {
-					if g2 != g {
-						geq(fmt.Sprintf("bwdsync_%d_%d_%d", g, k, g2), []int{ny[g]}, []int{x[g2]}, s, st.B[g2][k])
+					if g2 != g || len(st.A[k]) > 0 {
+						sync := st.B[g2][k]
+						if len(st.W[g2][k]) > 0 {
+							sync = lin{}
+							addScaled(sync, st.B[g2][k], 1)
+							addScaled(sync, st.W[g2][k], -1)
+						}
+						geq(fmt.Sprintf("bwdsync_%d_%d_%d", g, k, g2), []int{ny[g]}, []int{x[g2]}, s, sync)
 					}
 				}
 				geq(fmt.Sprintf("bwdwait_%d_%d", g, k), []int{ny[g]}, []int{cb}, s, st.A[k])

@@ -144,8 +144,25 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 		}
 		return vals[t][pl]
 	}
+	// A compute's parameters are replicated before the layout changes that
+	// precede it, so that in the reversed backward their all-reduces come
+	// after those changes' adjoints: an activation's adjoint blocks the
+	// backward, the all-reduce nothing (encode's timeline prices it so).
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
+		if i == 0 || p.Instrs[i-1].Kind == encode.Compute {
+			j := i
+			for j < len(p.Instrs) && p.Instrs[j].Kind == encode.Comm {
+				j++
+			}
+			if j < len(p.Instrs) {
+				for _, t := range g.Ops[p.Instrs[j].Op].Inputs {
+					if len(replicate[t]) > 0 {
+						get(t, loc.Placement[t])
+					}
+				}
+			}
+		}
 		if in.Kind == encode.Comm {
 			t := &g.Tensors[in.Tensor]
 			from, to := p.FromTo(i)

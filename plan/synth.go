@@ -14,7 +14,6 @@ import (
 
 	"hap/cost"
 	"hap/encode"
-	"hap/ir"
 	"hap/sim"
 	"hap/solve"
 	"hap/solve/milp"
@@ -259,10 +258,9 @@ func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
 }
 
 // priced is the encoding's step time for p, if it can price it: not 2-D
-// meshes, all-to-all, segments it does not offer, or memory it judges
-// short.
+// meshes, segments it does not offer, or memory it judges short.
 func priced(e *encode.Encoding, p *encode.Program) (float64, bool) {
-	if p.Mesh != nil || usesAllToAll(p) {
+	if p.Mesh != nil {
 		return 0, false
 	}
 	ch, ok := e.ChoiceOf(p)
@@ -298,18 +296,4 @@ func simulateUnpriced(in *Inputs, m *cost.Model, baselines map[string]*encode.Pr
 		}
 	}
 	return out
-}
-
-// usesAllToAll reports whether p changes a layout Gather→Gather by an
-// all-to-all. The encoding prices one as if it ran at the edge of its
-// timeline block; an expert layer's return all-to-all runs mid-block
-// (bert-moe under ep: the estimate is 2.65% above the simulator's), so
-// such a program is always simulated rather than screened by estimate.
-func usesAllToAll(p *encode.Program) bool {
-	for _, in := range p.Instrs {
-		if in.Kind == encode.Comm && in.Collective == ir.OpAllToAll {
-			return true
-		}
-	}
-	return false
 }
