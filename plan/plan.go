@@ -126,8 +126,10 @@ type Solver struct {
 	Versions  []Software `json:"versions,omitempty"`
 	Options   []Software `json:"options,omitempty"`
 	// StoppedBy names what ended the search short of optimality: "node
-	// limit" (deterministic) or "time limit" (the plan may differ on a
-	// machine of another speed); empty when the search finished.
+	// limit" (deterministic), "time limit" (the plan may differ on a
+	// machine of another speed) or "solver failure" (the joint MILP's
+	// solver process died; the plan is the polished start and Bound 0);
+	// empty when the search finished.
 	StoppedBy string `json:"stopped_by,omitempty"`
 	// Chosen names the hand-written strategy whose program the simulator
 	// found faster than the solver's, when that happened; empty when the

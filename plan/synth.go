@@ -138,6 +138,10 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		sol.Seconds = res.Seconds
 	}
 	switch {
+	case res.SolverFailure != "":
+		// The plan is the polished start; no bound was proven.
+		say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)
+		sol.StoppedBy = "solver failure"
 	case res.TimeLimited:
 		sol.StoppedBy = "time limit"
 	case res.StoppedBy != milp.LimitNone:

@@ -118,6 +118,28 @@ func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
 	}
 }
 
+// When the joint MILP's solver process dies (CBC aborting inside Clp, as
+// it has with its heuristics on), a time-limited synthesis still returns
+// the polished start as its plan, says so, and claims no bound.
+func TestSolverFailureReturnsThePolishedStart(t *testing.T) {
+	in, err := LoadInputs("bert-base-tiny", models.Options{}, "paper-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HAP_CBC_WORKER_ABORT", "1") // every isolated solve's process aborts
+	pl, err := Synthesize(context.Background(), in, SynthOptions{TimeLimit: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pl.Solver
+	if s.StoppedBy != "solver failure" || s.Status != "feasible" || s.Bound != 0 || s.Gap != 1 {
+		t.Fatalf("solver %+v, want a feasible plan stopped by the solver failure, bound 0 and gap 1", s)
+	}
+	if !fits(pl.Cost.PerDevice) || pl.Cost.StepSeconds <= 0 {
+		t.Fatalf("the fallback plan does not fit or has no simulated step: %+v", pl.Cost)
+	}
+}
+
 // Same inputs, same plan bytes: for a plan solved to optimality, and for
 // the default search stopped by its node limit (work, not wall time, so
 // a slower or busier machine gets the same plan).

@@ -65,11 +65,14 @@ type Result struct {
 	// plan may then differ on a faster or slower machine).
 	StoppedBy   milp.Limit
 	TimeLimited bool
+	// SolverFailure, when set, is why the joint MILP gave no answer (its
+	// solver process died); the plan is then the polished start's, with
+	// Bound 0.
+	SolverFailure string
 	// Start is the program the joint MILP started from (the polished best
 	// start), nil without one. The MILP's plan is cheaper under the
 	// encoding; the simulator may still find the start faster where the
-	// encoding's timeline is off (VGG19 on paper-8: a plan estimated 7%
-	// under its simulated step), so callers that simulate should try it.
+	// encoding's timeline is off, so callers that simulate should try it.
 	Start *encode.Program
 }
 
@@ -147,7 +150,17 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if seed != nil {
 		mo.Start = e.StartValues(vars, seed)
 	}
-	res, err := cbc.Solver{}.Solve(ctx, model, mo)
+	// With its primal heuristics on, CBC can abort inside Clp (a failed
+	// assertion, seen in Polish's program step): that solve runs in a
+	// child process, and if it dies the polished start is the plan, with
+	// no bound proven.
+	res, err := cbc.Solver{Isolated: !mo.NoHeuristics}.Solve(ctx, model, mo)
+	var failure string
+	if errors.Is(err, cbc.ErrSolverProcess) && seed != nil {
+		failure = err.Error()
+		res = &milp.Result{Status: milp.Feasible, Objective: limitOf(e, seed) * encode.MILPTimeUnit, Gap: 1}
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
 	}
@@ -158,7 +171,10 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	default:
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
 	}
-	ch := e.ChoiceFrom(vars, res.Values)
+	ch := seed
+	if failure == "" {
+		ch = e.ChoiceFrom(vars, res.Values)
+	}
 	br, err := e.Evaluate(ch)
 	if err != nil {
 		return nil, fmt.Errorf("internal: the solver's choice does not evaluate: %w", err)
@@ -173,8 +189,14 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
-		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime}
+		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure}
 	return out, nil
+}
+
+// limitOf is the encoding's price of ch (which Evaluate accepts).
+func limitOf(e *encode.Encoding, ch *encode.Choice) float64 {
+	_, c := bestStart(e, []*encode.Choice{ch}, timelineCost)
+	return c
 }
 
 // explainInfeasible names the device that cannot hold even the most
