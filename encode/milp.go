@@ -26,7 +26,8 @@ const MILPTimeUnit = milpTime
 type MILPVars struct {
 	x       [][]int       // op class, rule
 	y       [][]int       // tensor class, leaf layout (leaves only)
-	L       [][]int       // segment, device
+	L       [][]int       // segment, device group: its units
+	ceil    [][]int       // segment, device group: its first device's units, ⌈L/size⌉ (−1: a group of one)
 	grouped []map[int]int // tensor class: layout index → method column (1 = grouped)
 	a2a     []int         // tensor class: the all-to-all column (Choice.AllToAll), −1 for none
 	need    []map[Layout]int
@@ -98,14 +99,29 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		U := float64(seg.Units)
 		sum := lin{}
 		v.L = append(v.L, make([]int, G))
+		v.ceil = append(v.ceil, make([]int, G))
 		mx[s] = col(fmt.Sprintf("max_%s", seg.Name), 0, U, false)
 		nz[s] = make([]int, G)
 		for g := 0; g < G; g++ {
 			v.L[s][g] = col(fmt.Sprintf("L_%s_%d", seg.Name, g), 0, U, true)
 			nz[s][g] = col(fmt.Sprintf("nz_%s_%d", seg.Name, g), 0, 1, true)
 			sum.add(v.L[s][g], 1)
-			// The largest piece is at least each device's even share.
-			row(fmt.Sprintf("max_%s_%d", seg.Name, g), 0, inf, lin{mx[s]: 1, v.L[s][g]: -1 / size(g)})
+			// A group spreads its units evenly, the remainder to its
+			// first devices (ChoiceFrom): the first holds ⌈L/size⌉, in
+			// every segment, and so is the group's slowest and fullest.
+			// The integer ceil_{s,g} ≥ L/size is that at the optimum (every
+			// term it enters is a cost).
+			v.ceil[s][g] = -1
+			most := lin{v.L[s][g]: 1 / size(g)}
+			if size(g) > 1 {
+				v.ceil[s][g] = col(fmt.Sprintf("ceil_%s_%d", seg.Name, g), 0, U, true)
+				row(fmt.Sprintf("ceil_%s_%d", seg.Name, g), 0, inf, lin{v.ceil[s][g]: size(g), v.L[s][g]: -1})
+				most = lin{v.ceil[s][g]: 1}
+			}
+			// The largest piece is at least each group's largest.
+			r := lin{mx[s]: 1}
+			addScaled(r, most, -1)
+			row(fmt.Sprintf("max_%s_%d", seg.Name, g), 0, inf, r)
 			row(fmt.Sprintf("nzhi_%s_%d", seg.Name, g), 0, inf, lin{nz[s][g]: U, v.L[s][g]: -1})
 			row(fmt.Sprintf("nzlo_%s_%d", seg.Name, g), 0, inf, lin{v.L[s][g]: 1, nz[s][g]: -1})
 		}
@@ -195,6 +211,18 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		}
 		row(fmt.Sprintf("zeta_%d", zeta), -U, inf, l) // z − L − U·on ≥ −U
 		row(fmt.Sprintf("zetaup_%d", zeta), -inf, 0, lin{z: 1, v.L[s][d]: -1})
+		if c := v.ceil[s][d]; c >= 0 {
+			// The group's first device holds size·ceil − L units more
+			// than the even share (at most size − 1): ξ ≥ that when on.
+			k := size(d)
+			xi := col(fmt.Sprintf("xi_%d", zeta), 0, k-1, false)
+			l := lin{xi: 1, c: -k, v.L[s][d]: 1}
+			for oc, val := range on {
+				l.add(oc, -(k-1)*val)
+			}
+			row(fmt.Sprintf("xi_%d", zeta), -(k - 1), inf, l) // ξ − (k·ceil − L) − (k−1)·on ≥ −(k−1)
+			dst.add(xi, coef/U)
+		}
 		k := zkey{owner, s}
 		if zetaOf[k] == nil {
 			zetaOf[k], zetaOn[k] = lin{}, on
@@ -288,7 +316,11 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 					k = max(k, e.a2a.PerRank[d])
 				}
 				if k > 0 {
-					term(fmt.Sprintf("_g%d", g), lin{v.L[l.Seg][g]: k * perUnit / size(g)})
+					most := lin{v.L[l.Seg][g]: k * perUnit / size(g)}
+					if c := v.ceil[l.Seg][g]; c >= 0 {
+						most = lin{c: k * perUnit}
+					}
+					term(fmt.Sprintf("_g%d", g), most)
 				}
 			}
 			for j, k := range e.a2a.PerNode {
@@ -296,7 +328,11 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				for _, r := range e.a2a.Nodes[j] {
 					for g, devs := range e.Groups {
 						if slices.Contains(devs, r) {
-							on.add(v.L[l.Seg][g], k*perUnit/size(g))
+							if c := v.ceil[l.Seg][g]; c >= 0 {
+								on.add(c, k*perUnit)
+							} else {
+								on.add(v.L[l.Seg][g], k*perUnit)
+							}
 						}
 					}
 				}
@@ -826,6 +862,10 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 			}
 			st[c] = float64(total)
 			st[v.nz[s][g]] = b2f(total > 0)
+			if cc := v.ceil[s][g]; cc >= 0 {
+				k := len(e.Groups[g])
+				st[cc] = float64((total + k - 1) / k)
+			}
 		}
 	}
 	for _, sv := range v.sync {

@@ -80,7 +80,12 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 	// inside Clp on vgg19 paper-16 (a failed assertion in
 	// ClpPrimalColumnSteepest).
 	opt.Start = e.StartValues(vars, ch)
-	out, err := solveChoice(ctx, e, model, vars, opt, cbc.Solver{})
+	// Isolated whenever CBC's heuristics run (a time limit): they fail the
+	// same Clp assertion here (ClpPrimalColumnSteepest::pivotColumn, on
+	// TestSynthesizeWithMeshBaseline's bert-base-tiny once the groups'
+	// ceilings joined the model). Node-limited solves have them off and
+	// stay in process.
+	out, err := solveChoice(ctx, e, model, vars, opt, cbc.Solver{Isolated: !opt.NoHeuristics})
 	if err != nil {
 		return nil, 0, err
 	}
