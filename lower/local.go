@@ -115,11 +115,12 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 		if t.Kind == ir.Param {
 			// A device holding the whole parameter along an axis gets its
 			// gradient summed along it: a replicate op whose adjoint is
-			// that all-reduce. They are emitted at the parameter's first
-			// use (see get), so that in the reversed backward the
-			// all-reduce comes right after the parameter's gradient is
-			// complete and overlaps the rest of backward, as data-parallel
-			// runtimes bucket it.
+			// that all-reduce. They are emitted just before the parameter's
+			// first consumer and its input layout changes (see get and the
+			// loop below), so that in the reversed backward the all-reduce
+			// comes right after the parameter's gradient is complete and
+			// those changes' adjoints, and overlaps the rest of backward,
+			// as data-parallel runtimes bucket it.
 			if mesh && pl.Outer.Kind == encode.Identity {
 				replicate[lf.Tensor] = append(replicate[lf.Tensor], ir.Attrs{Group: p.Group(encode.AxisReplicas, rank)})
 			}
