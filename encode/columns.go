@@ -42,3 +42,19 @@ func sortedInts(m map[int]int) []int {
 	slices.Sort(keys)
 	return keys
 }
+
+// CeilColumns returns the MILP's integer columns ⌈L/size⌉ of every
+// segment and device group of more than one device: what the group's
+// first device holds. Relaxed to continuous, they make the MILP price a
+// group at its even share, as if its units divided without remainder.
+func (v *MILPVars) CeilColumns() []int {
+	var out []int
+	for s := range v.ceil {
+		for _, c := range v.ceil[s] {
+			if c >= 0 {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
