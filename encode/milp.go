@@ -95,6 +95,14 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	// evenly by its devices (one device per group unless grouped).
 	G := len(e.Groups)
 	size := func(g int) float64 { return float64(len(e.Groups[g])) }
+	// firstUnits is the units of segment s that group g's first device
+	// holds: ⌈L/size⌉, or L for a group of one.
+	firstUnits := func(s, g int) lin {
+		if c := v.ceil[s][g]; c >= 0 {
+			return lin{c: 1}
+		}
+		return lin{v.L[s][g]: 1}
+	}
 	for s, seg := range e.Segs {
 		U := float64(seg.Units)
 		sum := lin{}
@@ -112,15 +120,13 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			// The integer ceil_{s,g} ≥ L/size is that at the optimum (every
 			// term it enters is a cost).
 			v.ceil[s][g] = -1
-			most := lin{v.L[s][g]: 1 / size(g)}
 			if size(g) > 1 {
 				v.ceil[s][g] = col(fmt.Sprintf("ceil_%s_%d", seg.Name, g), 0, U, true)
 				row(fmt.Sprintf("ceil_%s_%d", seg.Name, g), 0, inf, lin{v.ceil[s][g]: size(g), v.L[s][g]: -1})
-				most = lin{v.ceil[s][g]: 1}
 			}
 			// The largest piece is at least each group's largest.
 			r := lin{mx[s]: 1}
-			addScaled(r, most, -1)
+			addScaled(r, firstUnits(s, g), -1)
 			row(fmt.Sprintf("max_%s_%d", seg.Name, g), 0, inf, r)
 			row(fmt.Sprintf("nzhi_%s_%d", seg.Name, g), 0, inf, lin{nz[s][g]: U, v.L[s][g]: -1})
 			row(fmt.Sprintf("nzlo_%s_%d", seg.Name, g), 0, inf, lin{v.L[s][g]: 1, nz[s][g]: -1})
@@ -316,10 +322,8 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 					k = max(k, e.a2a.PerRank[d])
 				}
 				if k > 0 {
-					most := lin{v.L[l.Seg][g]: k * perUnit / size(g)}
-					if c := v.ceil[l.Seg][g]; c >= 0 {
-						most = lin{c: k * perUnit}
-					}
+					most := lin{}
+					addScaled(most, firstUnits(l.Seg, g), k*perUnit)
 					term(fmt.Sprintf("_g%d", g), most)
 				}
 			}
@@ -328,11 +332,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				for _, r := range e.a2a.Nodes[j] {
 					for g, devs := range e.Groups {
 						if slices.Contains(devs, r) {
-							if c := v.ceil[l.Seg][g]; c >= 0 {
-								on.add(c, k*perUnit)
-							} else {
-								on.add(v.L[l.Seg][g], k*perUnit)
-							}
+							addScaled(on, firstUnits(l.Seg, g), k*perUnit)
 						}
 					}
 				}

@@ -137,7 +137,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
-	seed, _ = bestStart(e, seeds, timelineCost)
+	seed, seedCost := bestStart(e, seeds, timelineCost)
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
 	// Polish had not); without one they are the only way to a plan.
@@ -158,7 +158,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	var failure string
 	if errors.Is(err, cbc.ErrSolverProcess) && seed != nil {
 		failure = err.Error()
-		res = &milp.Result{Status: milp.Feasible, Objective: limitOf(e, seed) * encode.MILPTimeUnit, Gap: 1}
+		res = &milp.Result{Status: milp.Feasible, Objective: seedCost * encode.MILPTimeUnit, Gap: 1}
 		err = nil
 	}
 	if err != nil {
@@ -191,12 +191,6 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure}
 	return out, nil
-}
-
-// limitOf is the encoding's price of ch (which Evaluate accepts).
-func limitOf(e *encode.Encoding, ch *encode.Choice) float64 {
-	_, c := bestStart(e, []*encode.Choice{ch}, timelineCost)
-	return c
 }
 
 // explainInfeasible names the device that cannot hold even the most
