@@ -918,3 +918,34 @@ func weightTail(step *ir.Graph, nf int) []int {
 	}
 	return tail
 }
+
+// SegmentsUsed reports, per segment, whether ch splits anything by it: a
+// layout one of its rules reads or makes, the work of one of its rules, or
+// a leaf's layout. The lengths of the other segments do not change what ch
+// costs.
+func (e *Encoding) SegmentsUsed(ch *Choice) []bool {
+	used := make([]bool, len(e.Segs))
+	mark := func(l Layout) {
+		if s := layoutSeg(l); s >= 0 {
+			used[s] = true
+		}
+	}
+	for ci, c := range e.Classes {
+		r := c.Rules[ch.Rule[ci]]
+		for _, l := range r.In {
+			mark(l)
+		}
+		for _, l := range r.Out {
+			mark(l)
+		}
+		if s := c.WorkSeg[ch.Rule[ci]]; s >= 0 {
+			used[s] = true
+		}
+	}
+	for ti, t := range e.Tensors {
+		if t.Producer < 0 {
+			mark(t.LeafLayouts[ch.Leaf[ti]])
+		}
+	}
+	return used
+}

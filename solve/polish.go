@@ -26,6 +26,22 @@ const polishRounds = 8
 // same inputs give the same plan on any machine. It returns ch itself when
 // nothing improves on it (with cost +Inf when ch is not a valid choice).
 func Polish(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, deadline time.Time, opt milp.Options, escape bool) (*encode.Choice, float64) {
+	best, bestCost := polishFrom(ctx, e, base, vars, ch, deadline, opt, escape)
+	// Again from ch with its unused segments split evenly (evenUnused):
+	// each start reaches plans the other does not. Bert-base on paper-16:
+	// 0.890 s from ch, 0.834 s from even; on paper-8, 0.7711 s from even
+	// but 0.7704 s from ch, whose first round's worse plan (0.812 s) led
+	// on to the better one, so the two runs stay apart to the end.
+	if even := evenUnused(e, ch); even != ch {
+		if c, k := polishFrom(ctx, e, base, vars, even, deadline, opt, escape); k < bestCost*(1-improveTolerance) {
+			best, bestCost = c, k
+		}
+	}
+	return best, bestCost
+}
+
+// polishFrom is Polish's alternation from one start.
+func polishFrom(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, deadline time.Time, opt milp.Options, escape bool) (*encode.Choice, float64) {
 	br, err := e.Evaluate(ch)
 	if err != nil {
 		return ch, math.Inf(1)
@@ -71,3 +87,28 @@ func programOpt(opt milp.Options) milp.Options {
 
 // programPumpPasses bounds the feasibility pump of the program step.
 const programPumpPasses = 10
+
+// evenUnused is ch with every segment it does not use split evenly (the
+// remainder to the lowest devices), at the same cost. The lengths solve
+// leaves such a segment wherever the solver's vertex put it (bert-base
+// on paper-16: the 768-wide weights' segment all on the P100s, no finer
+// than the heads); split evenly, a move of a leaf onto it is priced at its
+// finest pieces, the split a gather of it wants, and LocalSearch takes it.
+func evenUnused(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
+	used := e.SegmentsUsed(ch)
+	out := ch
+	for s, u := range used {
+		if u {
+			continue
+		}
+		if out == ch {
+			out = ch.Clone()
+		}
+		ones := make([]float64, e.N)
+		for i := range ones {
+			ones[i] = 1
+		}
+		out.Lengths[s] = encode.RoundLengths(e.Segs[s].Units, ones)
+	}
+	return out
+}
