@@ -3,8 +3,9 @@
 // backend in solve/milp/cbc), and the joint solve that turns an encoding
 // (package encode) into a plan's program: Synthesize, which starts the
 // joint MILP from the plan of a deterministic primal heuristic, Polish —
-// LocalSearch (rule and layout moves priced by Encoding.Evaluate) ⇄ the
-// exact integer lengths for the program found — and bounds every solve by
+// LocalSearch (rule and layout moves priced by Encoding.Evaluate, and
+// relabel.go's segment moves when those stall) ⇄ the exact integer
+// lengths for the program found — and bounds every solve by
 // branch-and-bound nodes, so that the same inputs give the same plan on
 // any machine (a time limit, when asked for, caps it too). pinned.go
 // solves the MILP with the program or the lengths pinned; solve/paper is
