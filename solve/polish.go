@@ -3,6 +3,7 @@ package solve
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"hap/encode"
@@ -21,7 +22,9 @@ const polishRounds = 8
 // for the current lengths — the MILP with the lengths pinned, searched by
 // CBC — may move it to a program no single or paired move reaches (all of
 // VGG19's convolutions changing layout together); the alternation goes on
-// from there if it is better. Every step is deterministic (bounded by
+// from there if it is better. It runs twice, from ch and from ch with its
+// unused segments split evenly, and keeps the cheaper end. Every step is
+// deterministic (bounded by
 // opt.NodeLimit, never by the clock unless opt.TimeLimit is set), so the
 // same inputs give the same plan on any machine. It returns ch itself when
 // nothing improves on it (with cost +Inf when ch is not a valid choice).
@@ -89,26 +92,27 @@ func programOpt(opt milp.Options) milp.Options {
 const programPumpPasses = 10
 
 // evenUnused is ch with every segment it does not use split evenly (the
-// remainder to the lowest devices), at the same cost. The lengths solve
+// remainder to the lowest devices), at the same cost; ch itself when they
+// already are. The lengths solve
 // leaves such a segment wherever the solver's vertex put it (bert-base
 // on paper-16: the 768-wide weights' segment all on the P100s, no finer
 // than the heads); split evenly, a move of a leaf onto it is priced at its
 // finest pieces, the split a gather of it wants, and LocalSearch takes it.
 func evenUnused(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
-	used := e.SegmentsUsed(ch)
+	ones := make([]float64, e.N)
+	for i := range ones {
+		ones[i] = 1
+	}
 	out := ch
-	for s, u := range used {
-		if u {
+	for s, u := range e.SegmentsUsed(ch) {
+		even := encode.RoundLengths(e.Segs[s].Units, ones)
+		if u || slices.Equal(ch.Lengths[s], even) {
 			continue
 		}
 		if out == ch {
 			out = ch.Clone()
 		}
-		ones := make([]float64, e.N)
-		for i := range ones {
-			ones[i] = 1
-		}
-		out.Lengths[s] = encode.RoundLengths(e.Segs[s].Units, ones)
+		out.Lengths[s] = even
 	}
 	return out
 }
