@@ -140,6 +140,16 @@ func LocalOffset(l Layout, shape ir.Shape, segs []Segment, r int) []int {
 	return off
 }
 
+// EvenLengths splits units as evenly as n devices can hold them, the
+// remainder one each to the lowest devices.
+func EvenLengths(units, n int) []int {
+	ones := make([]float64, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	return RoundLengths(units, ones)
+}
+
 // RoundLengths turns shares (non-negative, not all zero) into integer
 // lengths summing to units: floor of each exact share, then the leftover
 // units one at a time to the largest shortfall (ties to the lower device).

@@ -739,11 +739,7 @@ func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
 	for s := range e.Segs {
 		ls := make([]int, e.N)
 		for g, devs := range e.Groups {
-			even := make([]float64, len(devs))
-			for i := range even {
-				even[i] = 1
-			}
-			for i, n := range RoundLengths(int(math.Round(x[v.L[s][g]])), even) {
+			for i, n := range EvenLengths(int(math.Round(x[v.L[s][g]])), len(devs)) {
 				ls[devs[i]] = n
 			}
 		}
@@ -958,12 +954,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 		ch.Leaf[ti] = found
 	}
 	for es, seg := range e.Segs {
-		ls := RoundLengths(seg.Units, make([]float64, e.N))
-		even := make([]float64, e.N)
-		for i := range even {
-			even[i] = 1
-		}
-		ls = RoundLengths(seg.Units, even)
+		ls := EvenLengths(seg.Units, e.N)
 		for ps, x := range segMap {
 			if x == es {
 				ls = append([]int{}, p.Segments[ps].Lengths...)

@@ -13,19 +13,15 @@ func onSegment(l Layout, from, to int) Layout {
 // the class has no such rule (the dimension is not that segment's size).
 func (e *Encoding) RuleOnSegment(ci, ri, from, to int) (int, bool) {
 	rules := e.Classes[ci].Rules
-	want := rules[ri]
+	want := Rule{In: make([]Layout, len(rules[ri].In)), Out: make([]Layout, len(rules[ri].Out))}
+	for k, l := range rules[ri].In {
+		want.In[k] = onSegment(l, from, to)
+	}
+	for k, l := range rules[ri].Out {
+		want.Out[k] = onSegment(l, from, to)
+	}
 	for i, r := range rules {
-		if len(r.In) != len(want.In) || len(r.Out) != len(want.Out) {
-			continue
-		}
-		same := true
-		for k := range r.In {
-			same = same && r.In[k] == onSegment(want.In[k], from, to)
-		}
-		for k := range r.Out {
-			same = same && r.Out[k] == onSegment(want.Out[k], from, to)
-		}
-		if same {
+		if r.equal(want) {
 			return i, true
 		}
 	}

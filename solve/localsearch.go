@@ -178,12 +178,11 @@ func LocalSearch(ctx context.Context, e *encode.Encoding, ch *encode.Choice, dea
 					if to == s {
 						continue
 					}
-					saved := cur.Clone()
-					if moveComponent(e, cur, u, s, to) {
+					if undo, ok := moveComponent(e, cur, u, s, to); ok {
 						if keep() {
 							break
 						}
-						cur = saved
+						undo()
 					}
 				}
 			}

@@ -99,13 +99,9 @@ const programPumpPasses = 10
 // than the heads); split evenly, a move of a leaf onto it is priced at its
 // finest pieces, the split a gather of it wants, and LocalSearch takes it.
 func evenUnused(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
-	ones := make([]float64, e.N)
-	for i := range ones {
-		ones[i] = 1
-	}
 	out := ch
 	for s, u := range e.SegmentsUsed(ch) {
-		even := encode.RoundLengths(e.Segs[s].Units, ones)
+		even := encode.EvenLengths(e.Segs[s].Units, e.N)
 		if u || slices.Equal(ch.Lengths[s], even) {
 			continue
 		}

@@ -1,6 +1,10 @@
 package solve
 
-import "hap/encode"
+import (
+	"slices"
+
+	"hap/encode"
+)
 
 // segmentUsers are the op classes and leaf classes of a choice that
 // split something by one segment, joined into components: two are joined
@@ -43,9 +47,7 @@ func segmentComponents(e *encode.Encoding, ch *encode.Choice, s int) []segmentUs
 	uses := make([]bool, len(parent))
 	for ci, c := range e.Classes {
 		r := c.Rules[ch.Rule[ci]]
-		for _, l := range append(append([]encode.Layout{}, r.In...), r.Out...) {
-			uses[ci] = uses[ci] || on(l)
-		}
+		uses[ci] = slices.ContainsFunc(r.In, on) || slices.ContainsFunc(r.Out, on)
 	}
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
@@ -90,30 +92,34 @@ func segmentComponents(e *encode.Encoding, ch *encode.Choice, s int) []segmentUs
 }
 
 // moveComponent puts component u of ch's use of segment from on segment
-// to, in place; ok is false (and ch unchanged) when one of its members has
-// no such rule or layout.
-func moveComponent(e *encode.Encoding, ch *encode.Choice, u segmentUsers, from, to int) bool {
+// to, in place, and returns the move's undo; ok is false (and ch
+// unchanged) when one of its members has no such rule or layout.
+func moveComponent(e *encode.Encoding, ch *encode.Choice, u segmentUsers, from, to int) (undo func(), ok bool) {
 	rules := make([]int, len(u.ops))
 	leaves := make([]int, len(u.leaves))
 	for i, ci := range u.ops {
 		r, ok := e.RuleOnSegment(ci, ch.Rule[ci], from, to)
 		if !ok {
-			return false
+			return nil, false
 		}
 		rules[i] = r
 	}
 	for i, ti := range u.leaves {
 		l, ok := e.LeafOnSegment(ti, ch.Leaf[ti], from, to)
 		if !ok {
-			return false
+			return nil, false
 		}
 		leaves[i] = l
 	}
-	for i, ci := range u.ops {
-		ch.Rule[ci] = rules[i]
+	// Swap: rules and leaves then hold the old values, for the undo.
+	swap := func() {
+		for i, ci := range u.ops {
+			ch.Rule[ci], rules[i] = rules[i], ch.Rule[ci]
+		}
+		for i, ti := range u.leaves {
+			ch.Leaf[ti], leaves[i] = leaves[i], ch.Leaf[ti]
+		}
 	}
-	for i, ti := range u.leaves {
-		ch.Leaf[ti] = leaves[i]
-	}
-	return true
+	swap()
+	return swap, true
 }

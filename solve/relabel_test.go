@@ -99,9 +99,16 @@ func TestSegmentComponentMoves(t *testing.T) {
 							continue
 						}
 						mv := ch.Clone()
-						if !moveComponent(e, mv, u, s, to) {
+						undo, ok := moveComponent(e, mv, u, s, to)
+						if !ok {
 							continue
 						}
+						back := mv.Clone()
+						undo()
+						if !slices.Equal(mv.Rule, ch.Rule) || !slices.Equal(mv.Leaf, ch.Leaf) {
+							t.Fatalf("%s: undoing the move %d → %d does not restore the choice", model, s, to)
+						}
+						mv = back
 						moved++
 						for _, ci := range u.ops {
 							if usesSegment(e, mv, ci, -1, s) {

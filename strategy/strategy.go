@@ -217,10 +217,10 @@ func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
 	for _, t := range paramsLike(g, "ffn.fc1.w") {
 		ffn = g.Tensors[t].Shape[1]
 	}
-	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, evenShares(n))}}
+	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)}}
 	params := map[ir.TensorID]encode.Layout{}
 	if heads > 0 {
-		segs = append(segs, encode.Segment{Name: "heads", Units: heads, Lengths: encode.RoundLengths(heads, evenShares(n))})
+		segs = append(segs, encode.Segment{Name: "heads", Units: heads, Lengths: encode.EvenLengths(heads, n)})
 		hs := len(segs) - 1
 		for _, t := range paramsLike(g, "attn.q.w", "attn.k.w", "attn.v.w") {
 			params[t] = encode.G(1, hs)
@@ -233,7 +233,7 @@ func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
 		}
 	}
 	if ffn > 0 {
-		segs = append(segs, encode.Segment{Name: "ffn", Units: ffn, Lengths: encode.RoundLengths(ffn, evenShares(n))})
+		segs = append(segs, encode.Segment{Name: "ffn", Units: ffn, Lengths: encode.EvenLengths(ffn, n)})
 		fs := len(segs) - 1
 		for _, t := range paramsLike(g, "ffn.fc1.w") {
 			params[t] = encode.G(1, fs)
@@ -283,8 +283,8 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 	}
 	e := g.Tensors[experts[0]].Shape[0]
 	segs := []encode.Segment{
-		{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, evenShares(n))},
-		{Name: "experts", Units: e, Lengths: encode.RoundLengths(e, evenShares(n))},
+		{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)},
+		{Name: "experts", Units: e, Lengths: encode.EvenLengths(e, n)},
 	}
 	params := map[ir.TensorID]encode.Layout{}
 	for _, t := range experts {

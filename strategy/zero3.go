@@ -32,8 +32,7 @@ func zero3(g *ir.Graph, n int) (*encode.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	even := evenShares(n)
-	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, even)}}
+	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)}}
 	segOf := map[int]int{} // a parameter's first-dim length → its segment
 	params := map[ir.TensorID]encode.Layout{}
 	for _, t := range g.TensorsOfKind(ir.Param) {
@@ -43,7 +42,7 @@ func zero3(g *ir.Graph, n int) (*encode.Program, error) {
 		}
 		k, ok := segOf[s[0]]
 		if !ok {
-			segs = append(segs, encode.Segment{Name: fmt.Sprintf("param%d", s[0]), Units: s[0], Lengths: encode.RoundLengths(s[0], even)})
+			segs = append(segs, encode.Segment{Name: fmt.Sprintf("param%d", s[0]), Units: s[0], Lengths: encode.EvenLengths(s[0], n)})
 			k = len(segs) - 1
 			segOf[s[0]] = k
 		}
