@@ -167,12 +167,16 @@ func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (
 		}
 	}
 	c := &Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: int64(x.DType.Size())}
+	// A grouped all-gather or reduce-scatter stays grouped when its pieces
+	// happen to be equal: the planner priced it grouped (where that is
+	// cheaper than the ring, prune.go fixes it so), and the even ring is
+	// the padded method's price.
 	switch {
+	case (op.Kind == ir.OpAllGather || op.Kind == ir.OpReduceScatter) && a.Method == "grouped":
+		c.Method = cost.MethodGrouped
 	case even || op.Kind == ir.OpAllReduce:
 		c.Method = cost.MethodEven
 	case op.Kind == ir.OpAllToAll:
-		c.Method = cost.MethodGrouped
-	case a.Method == "grouped":
 		c.Method = cost.MethodGrouped
 	default:
 		c.Method = cost.MethodPadded

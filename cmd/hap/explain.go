@@ -213,7 +213,7 @@ func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.
 			bytes[r] = float64(n) * per(l.Dim)
 			even = even && n == pieces[0]
 		}
-		if even {
+		if even && in.Method != encode.MethodGrouped {
 			return call(kind, bytes, cost.MethodEven), 0, ""
 		}
 		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)

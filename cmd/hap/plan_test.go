@@ -166,3 +166,46 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 		t.Errorf("explain: %d %s %s", code, errs, out)
 	}
 }
+
+// demoStepCeiling is the step time above which the demo's plan (bert-base
+// on paper-16, batch 512) counts as a regression: 1% above the 0.8342 s
+// measured when the segment moves landed (docs/planner.md). The search is
+// node-limited, so the plan, and its time, are the same on any machine;
+// a change to the cost model moves it and must update this with a reason.
+const demoStepCeiling = 0.8342 * 1.01
+
+// The issue's acceptance: `hap plan --model bert-base --cluster paper-16
+// --json` is at least as fast as dp-ev, dp-cp and megatron under the same
+// simulator — and no slower than the demo's plan has been.
+func TestDemoPlanBeatsTheBaselines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size synthesis")
+	}
+	step := func(args ...string) float64 {
+		t.Helper()
+		code, out, errs := runCLI(append([]string{"plan", "--model", "bert-base", "--cluster", "paper-16", "--batch", "512", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("plan %v: exit %d: %s", args, code, errs)
+		}
+		var doc struct {
+			Cost struct {
+				StepSeconds float64 `json:"step_seconds"`
+			} `json:"cost"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Cost.StepSeconds
+	}
+	hap := step()
+	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
+		if base := step("--strategy", s); hap > base {
+			t.Errorf("hap %.4f s is slower than %s %.4f s", hap, s, base)
+		} else {
+			t.Logf("hap %.4f s, %s %.4f s (%.2f×)", hap, s, base, base/hap)
+		}
+	}
+	if hap > demoStepCeiling {
+		t.Errorf("hap's demo plan takes %.4f s, above the %.4f s ceiling", hap, demoStepCeiling)
+	}
+}
