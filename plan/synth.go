@@ -129,7 +129,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
-		Model:    fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
+		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
 		// What made the plan: the encoding's formulation (2: dominated
 		// methods pruned, prune.go), the MILP solver and the toolchain.
 		// Z3 takes no part in synthesis (docs/planner.md, known limits).
