@@ -104,20 +104,15 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 	return p, nil
 }
 
-// grouped reports the method for making layout q of class tc: the one
-// pruning fixed, else the choice's.
+// grouped reports the method chosen for making layout q of class tc.
 func (e *Encoding) grouped(ch *Choice, tc int, q Layout) bool {
+	if ch.Grouped == nil || ch.Grouped[tc] == nil {
+		return false
+	}
 	for qi, l := range e.Layouts(tc) {
-		if l != q {
-			continue
+		if l == q {
+			return ch.Grouped[tc][qi]
 		}
-		switch e.methodOf(tc, qi) {
-		case methodPadded:
-			return false
-		case methodGrouped:
-			return true
-		}
-		return ch.Grouped != nil && ch.Grouped[tc] != nil && ch.Grouped[tc][qi]
 	}
 	return false
 }

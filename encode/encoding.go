@@ -61,10 +61,6 @@ type Encoding struct {
 	// a2a prices an all-to-all over every device from the bytes each
 	// holds (cost.AllToAllTerms).
 	a2a cost.AllToAllTerms
-	// methods, per tensor class and layout index, is the collective
-	// method fixed by dominance (prune.go), methodFree where the search
-	// chooses; nil with NoPrune.
-	methods [][]methodFix
 }
 
 type collKey struct {
@@ -88,9 +84,6 @@ type EncodeOptions struct {
 	// set for this conversion; tests use it to keep the other collectives
 	// covered).
 	NoAllToAll bool
-	// NoPrune keeps dominated choices in the search (prune.go; tests
-	// compare the optimum with and without).
-	NoPrune bool
 }
 
 // DefaultMemoryFraction leaves 10% of each device for workspace and
@@ -374,9 +367,6 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			}
 		}
 	}
-	if !opt.NoPrune {
-		e.pruneMethods()
-	}
 	return e, nil
 }
 
@@ -515,7 +505,7 @@ func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm
 type Choice struct {
 	Rule    []int    // per op class: index into its Rules
 	Leaf    []int    // per tensor class: index into LeafLayouts (leaves only)
-	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls (ignored where the encoding fixed the method, prune.go)
+	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls
 	// AllToAll, per tensor class (nil: none), makes the Gathers its
 	// consumers read from the Gather it is produced in by one all-to-all
 	// each rather than through Identity (an all-gather and free slices).

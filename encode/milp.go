@@ -521,66 +521,40 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		}
 		// methodCost adds the padded/grouped cost of an uneven collective on
 		// conversion c over segment s (k: 0 all-gather, 1 reduce-scatter).
-		// A method fixed by pruning (prune.go) costs its own row alone,
-		// with no binary.
 		methodCost := func(c int, qi int, cf Coll, k, s int) {
 			cf = cf.scaled(milpTime)
+			// One method per (tensor, layout made), whichever layout it
+			// is made from.
+			if v.grouped[ti] == nil {
+				v.grouped[ti] = map[int]int{}
+			}
+			g, ok := v.grouped[ti][qi]
+			if !ok {
+				g = col(fmt.Sprintf("grouped_%d_%d", ti, qi), 0, 1, true)
+				v.grouped[ti][qi] = g
+			}
 			U := float64(e.Segs[s].Units)
 			mPad := cf.PadA[k] + cf.PadB[k]*U
 			mGrp := cf.GrpA[k]*float64(e.N) + cf.GrpB[k]*U
-			// Whatever the lengths, the conversion costs at least its
-			// cheapest case: padded with the most even pieces, or grouped
-			// with one non-empty piece.
-			even := math.Ceil(U / float64(e.N))
-			padLeast, grpLeast := cf.PadA[k]+cf.PadB[k]*even, cf.GrpA[k]+cf.GrpB[k]*U
-			fix := e.methodOf(ti, qi)
-			// One method per (tensor, layout made), whichever layout it
-			// is made from.
-			g := -1
-			if fix == methodFree {
-				if v.grouped[ti] == nil {
-					v.grouped[ti] = map[int]int{}
-				}
-				var ok bool
-				if g, ok = v.grouped[ti][qi]; !ok {
-					g = col(fmt.Sprintf("grouped_%d_%d", ti, qi), 0, 1, true)
-					v.grouped[ti][qi] = g
-				}
-			}
-			least := lin{c: -math.Min(padLeast, grpLeast)}
-			if fix != methodGrouped {
-				// tp ≥ PadA + PadB·max − M(1 − c) [− M·g]
-				tp := col(fmt.Sprintf("tpad_%d", group), 0, inf, false)
-				l := lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad}
-				if g >= 0 {
-					l.add(g, mPad)
-				} else {
-					least[c] = -padLeast
-				}
-				row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, l)
-				commT[ti].add(tp, 1)
-				least.add(tp, 1)
-			}
-			if fix != methodPadded {
-				// tg ≥ GrpA·Σnz + GrpB·U − M(1 − c) [− M(1 − g)]
-				tg := col(fmt.Sprintf("tgrp_%d", group), 0, inf, false)
-				l := lin{tg: 1, c: -mGrp}
-				lo := cf.GrpB[k]*U - mGrp
-				if g >= 0 {
-					l.add(g, -mGrp)
-					lo -= mGrp
-				} else {
-					least[c] = -grpLeast
-				}
-				for gr := 0; gr < G; gr++ {
-					l.add(nz[s][gr], -cf.GrpA[k]*size(gr))
-				}
-				row(fmt.Sprintf("tgrp_%d", group), lo, inf, l)
-				commT[ti].add(tg, 1)
-				least.add(tg, 1)
-			}
-			row(fmt.Sprintf("least_%d", group), 0, inf, least)
+			tp := col(fmt.Sprintf("tpad_%d", group), 0, inf, false)
+			tg := col(fmt.Sprintf("tgrp_%d", group), 0, inf, false)
 			group++
+			// tp ≥ PadA + PadB·max − M(1 − c) − M·g
+			row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad, g: mPad})
+			// tg ≥ GrpA·Σnz + GrpB·U − M(1 − c) − M(1 − g)
+			l := lin{tg: 1, c: -mGrp, g: -mGrp}
+			for gr := 0; gr < G; gr++ {
+				l.add(nz[s][gr], -cf.GrpA[k]*size(gr))
+			}
+			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
+			commT[ti].add(tp, 1)
+			commT[ti].add(tg, 1)
+			// Whatever the lengths and method, the conversion costs at
+			// least its cheapest case: padded with the most even pieces, or
+			// grouped with one non-empty piece.
+			even := math.Ceil(U / float64(e.N))
+			least := math.Min(cf.PadA[k]+cf.PadB[k]*even, cf.GrpA[k]+cf.GrpB[k]*U)
+			row(fmt.Sprintf("least_%d", group), 0, inf, lin{tp: 1, tg: 1, c: -least})
 		}
 		for qi, q := range layouts {
 			if _, ok := need[q]; !ok {

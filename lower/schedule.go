@@ -168,9 +168,8 @@ func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (
 	}
 	c := &Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: int64(x.DType.Size())}
 	// A grouped all-gather or reduce-scatter stays grouped when its pieces
-	// happen to be equal: the planner priced it grouped (where that is
-	// cheaper than the ring, prune.go fixes it so), and the even ring is
-	// the padded method's price.
+	// happen to be equal: the planner priced it grouped, and the even ring
+	// is the padded method's price at equal pieces.
 	switch {
 	case (op.Kind == ir.OpAllGather || op.Kind == ir.OpReduceScatter) && a.Method == "grouped":
 		c.Method = cost.MethodGrouped

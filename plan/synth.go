@@ -130,10 +130,10 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
 		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
-		// What made the plan: the encoding's formulation (2: dominated
-		// methods pruned, prune.go), the MILP solver and the toolchain.
-		// Z3 takes no part in synthesis (docs/planner.md, known limits).
-		Versions: []Software{{"hap-encoding", "2"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
+		// What made the plan: the encoding's formulation, the MILP solver
+		// and the toolchain. Z3 takes no part in synthesis
+		// (docs/planner.md, known limits).
+		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
 		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(0.9, 'g', -1, 64)}},
 	}
 	if opt.WallTime {

@@ -37,9 +37,6 @@ type Options struct {
 	// NoAllToAll leaves all-to-all out of the search
 	// (encode.EncodeOptions.NoAllToAll).
 	NoAllToAll bool
-	// NoPrune keeps dominated choices in the search
-	// (encode.EncodeOptions.NoPrune).
-	NoPrune bool
 	// Segments overrides the candidate segments (tests); nil derives them.
 	Segments []encode.Segment
 	// Starts are programs to start the search from (the hand-written
@@ -90,7 +87,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if segs == nil {
 		segs = CandidateSegments(g)
 	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, NoPrune: opt.NoPrune})
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll})
 	if err != nil {
 		return nil, err
 	}
