@@ -15,6 +15,10 @@ type Optimizer struct {
 	Eps   float64 `json:"eps,omitempty"`
 }
 
+// LossGradScope scopes the seed of backward, the loss's gradient of one,
+// which no forward op's scope covers.
+const LossGradScope = "loss.grad"
+
 // SGD is plain stochastic gradient descent: p ← p − lr·g.
 func SGD(lr float64) Optimizer { return Optimizer{Kind: "sgd", LR: lr} }
 
@@ -103,7 +107,7 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 	nFwd := len(g.Ops)
 	b.phase = Backward
 	b.gradOf = loss.Producer
-	b.scope = "loss.grad"
+	b.scope = LossGradScope
 	grads[g.Loss] = b.emit1(OpFillLike, Attrs{Scale: 1}, g.Loss)
 	c := &gradCtx{b: b, req: req}
 	for i := nFwd - 1; i >= 0; i-- {

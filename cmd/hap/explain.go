@@ -127,16 +127,15 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	fmt.Fprintf(w, "\nPer device:\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "device\ttype\tcompute s\tcomm s\toverlap s\tidle s\tpeak GB\tcapacity GB\t")
-	bottleneck := 0
-	for i, d := range pl.Cost.PerDevice {
+	for _, d := range pl.Cost.PerDevice {
 		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%.4g\t%.4g\t%.4g\t%.3g\t%.3g\t\n", d.Device, d.Type, d.Compute, d.Comm, d.Overlap, d.Idle, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
-		if d.Compute+d.Comm-d.Overlap > pl.Cost.PerDevice[bottleneck].Compute+pl.Cost.PerDevice[bottleneck].Comm-pl.Cost.PerDevice[bottleneck].Overlap {
-			bottleneck = i
-		}
 	}
 	tw.Flush()
-	b := pl.Cost.PerDevice[bottleneck]
-	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %.4g s of %.4g s\n", b.Device, b.Type, b.Compute+b.Comm-b.Overlap, pl.Cost.StepSeconds)
+	res, err := plan.Simulate(in, p)
+	if err != nil {
+		return fmt.Errorf("simulating the plan: %w", err)
+	}
+	explainBottleneck(w, plan.FindBottleneck(g, res))
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
 			fmt.Fprintf(w, "OUT OF MEMORY: device %d (%s) needs %.3g GB, has %.3g GB\n", d.Device, d.Type, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
@@ -214,7 +213,9 @@ func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.
 			even = even && n == pieces[0]
 		}
 		if even && in.Method != encode.MethodGrouped {
-			return call(kind, bytes, cost.MethodEven), 0, ""
+			// Equal pieces run the even ring; grouping them was the
+			// rejected alternative.
+			return call(kind, bytes, cost.MethodEven), call(kind, bytes, cost.MethodGrouped), "grouped"
 		}
 		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
 		if in.Method == encode.MethodGrouped {
@@ -242,6 +243,44 @@ func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.
 		return call(cost.AllToAll, bytes, cost.MethodGrouped), ag, "all-gather+slice"
 	}
 	return 0, 0, ""
+}
+
+// bottleneckSources is how many of the bottleneck device's costliest ops
+// and tensors explain lists.
+const bottleneckSources = 5
+
+// explainBottleneck names the busiest device, the stream that keeps it
+// busy, and the ops and tensors that take its time.
+func explainBottleneck(w io.Writer, b plan.Bottleneck) {
+	stream := "compute"
+	if b.Comm > b.Compute {
+		stream = "communication"
+	}
+	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %.4g s of %.4g s; %s-bound (compute %.4g s, communication %.4g s)\n",
+		b.Device, b.Type, b.Busy, b.Step, stream, b.Compute, b.Comm)
+	if len(b.Sources) == 0 {
+		return
+	}
+	top := b.Sources[0]
+	what := sourceText(top)
+	if !top.Op {
+		what = "the layout changes and update of " + what
+	}
+	fmt.Fprintf(w, "bottleneck op: %s, %.3g ms on device %d (%.1f%% of the step)\n", what, top.Seconds()*1e3, b.Device, 100*top.Seconds()/b.Step)
+	fmt.Fprintf(w, "  costliest on device %d (forward and backward; a tensor's time is its layout changes and update):\n", b.Device)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "    source\tcompute ms\tcomm ms\tinstructions\tof the step")
+	for _, s := range b.Sources[:min(bottleneckSources, len(b.Sources))] {
+		fmt.Fprintf(tw, "    %s\t%.3g\t%.3g\t%d\t%.1f%%\n", sourceText(s), s.Compute*1e3, s.Comm*1e3, s.Instrs, 100*s.Seconds()/b.Step)
+	}
+	tw.Flush()
+}
+
+func sourceText(s plan.Source) string {
+	if s.Op {
+		return fmt.Sprintf("op %s (%s)", s.Name, s.OpKind)
+	}
+	return "tensor " + s.Name
 }
 
 // explainMesh describes a mesh program's replicas and ratios.

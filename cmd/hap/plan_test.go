@@ -165,6 +165,18 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "proven bound") || !strings.Contains(out, "gap") {
 		t.Errorf("explain: %d %s %s", code, errs, out)
 	}
+	// It names the bottleneck device and what on it takes the time.
+	for _, want := range []string{"bottleneck: device ", "bottleneck op: ", "costliest on device "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	// Every all-gather and reduce-scatter shows its rejected method.
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && (f[1] == "all_gather" || f[1] == "reduce_scatter") && !strings.Contains(line, "grouped ") && !strings.Contains(line, "padded ") {
+			t.Errorf("no rejected method in %q", line)
+		}
+	}
 }
 
 // demoStepCeiling is the step time above which the demo's plan (bert-base
