@@ -71,7 +71,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C --strategy S [--batch N] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
