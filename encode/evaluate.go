@@ -12,7 +12,7 @@ import (
 // Encoding is read-only once built.
 func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 	br := &Breakdown{}
-	if err := e.evaluate(ch, &evalScratch{}, br); err != nil {
+	if err := e.evaluate(ch, &evalScratch{}, br, true); err != nil {
 		return nil, err
 	}
 	return br, nil
@@ -33,10 +33,24 @@ func (e *Encoding) NewEvaluator() *Evaluator { return &Evaluator{e: e} }
 
 // Seconds is Evaluate(ch).Seconds, or Evaluate's error.
 func (v *Evaluator) Seconds(ch *Choice) (float64, error) {
-	if err := v.e.evaluate(ch, &v.s, &v.br); err != nil {
+	if err := v.e.evaluate(ch, &v.s, &v.br, true); err != nil {
 		return 0, err
 	}
 	return v.br.Seconds, nil
+}
+
+// Overflow prices ch as Seconds does but without the devices' capacities:
+// its step time and over, the bytes by which the devices' peaks exceed
+// their capacities, summed (0 when it fits). It errs only for a choice
+// that is not a valid program. For repairing choices that do not fit.
+func (v *Evaluator) Overflow(ch *Choice) (seconds, over float64, err error) {
+	if err := v.e.evaluate(ch, &v.s, &v.br, false); err != nil {
+		return 0, 0, err
+	}
+	for d, m := range v.br.Memory {
+		over += max(0, m-v.e.Capacity[d])
+	}
+	return v.br.Seconds, over, nil
 }
 
 // evalScratch is the memory one evaluation works in; every field is
@@ -52,8 +66,8 @@ type evalScratch struct {
 }
 
 // evaluate is Evaluate, working in s and writing br (whose slices come
-// from s).
-func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
+// from s); without checkCapacity a device over its capacity is no error.
+func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapacity bool) error {
 	for si := range e.Segs {
 		sum := 0
 		for _, l := range ch.Lengths[si] {
@@ -152,7 +166,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown) error {
 			continue
 		}
 		br.Memory[d] = e.peakMemory(ch, ml, d)
-		if br.Memory[d] > e.Capacity[d] {
+		if checkCapacity && br.Memory[d] > e.Capacity[d] {
 			return fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
 		}
 	}

@@ -122,6 +122,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// No plan worse than the best start is wanted: bounding the step by its
 	// cost tightens the MILP (MILPBelow).
 	seed, limit := bestStart(e, seeds, timelineCost) // limit 0 without a seed: no bound
+	if seed == nil {
+		// No start fits the memory: repair the least-over one into one
+		// that does, rather than leave CBC's heuristics to find a first
+		// plan (FitMemory).
+		if fit := FitMemory(ctx, e, seeds); fit != nil {
+			seeds = append(seeds, fit)
+			seed, limit = bestStart(e, seeds, timelineCost)
+		}
+	}
 	model, vars := e.MILPBelow(limit)
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
@@ -198,18 +207,44 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 // all devices would still need more than it has — or, failing that, says
 // the constraints conflict.
 func explainInfeasible(e *encode.Encoding) string {
-	var worst []string
+	// Devices alike (same type, need and capacity) share one clause:
+	// "devices 4–15 (P100-PCIE-16GB) each need …", not twelve.
+	type short struct {
+		name       string
+		need, have float64
+	}
+	var runs []struct {
+		short
+		first, last int
+	}
 	for d, c := range e.Capacity {
 		need := e.MinimumMemory(d)
-		if need > c {
-			worst = append(worst, fmt.Sprintf("device %d (%s) needs at least %.3g GB for its share of parameters, optimizer state and activations but has %.3g GB usable",
-				d, e.Model().Spec(d).Name, need/1e9, c/1e9))
+		if need <= c {
+			continue
 		}
+		s := short{e.Model().Spec(d).Name, need, c}
+		if k := len(runs) - 1; k >= 0 && runs[k].short == s && runs[k].last == d-1 {
+			runs[k].last = d
+			continue
+		}
+		runs = append(runs, struct {
+			short
+			first, last int
+		}{s, d, d})
 	}
-	if len(worst) > 0 {
-		return strings.Join(worst, "; ")
+	if len(runs) == 0 {
+		return "every device could hold its smallest share, but no single program fits all devices' memory at once"
 	}
-	return "every device could hold its smallest share, but no single program fits all devices' memory at once"
+	var worst []string
+	for _, r := range runs {
+		who, verb, has := fmt.Sprintf("device %d (%s)", r.first, r.name), "needs", "has"
+		if r.last > r.first {
+			who, verb, has = fmt.Sprintf("devices %d–%d (%s)", r.first, r.last, r.name), "each need", "have"
+		}
+		worst = append(worst, fmt.Sprintf("%s %s at least %.3g GB for a share of parameters, optimizer state and activations but %s %.3g GB usable",
+			who, verb, r.need/1e9, has, r.have/1e9))
+	}
+	return strings.Join(worst, "; ")
 }
 
 // CandidateSegments derives the units the planner may split: the batch

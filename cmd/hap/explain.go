@@ -154,7 +154,16 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			fmt.Fprintf(w, "  %s: %v\n", base, err)
 			continue
 		}
-		fmt.Fprintf(w, "  %-6s %.4g s → this plan is %.2f× faster\n", base, res.StepSeconds, res.StepSeconds/pl.Cost.StepSeconds)
+		// A baseline that does not fit is no alternative: say so, and by
+		// how much, rather than quote a speed nobody can have.
+		fits := ""
+		for _, d := range res.Devices {
+			if !d.Fits() {
+				fits = fmt.Sprintf(", but it does not fit: device %d (%s) needs %.3g GB, has %.3g GB", d.Device, d.Type, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
+				break
+			}
+		}
+		fmt.Fprintf(w, "  %-6s %.4g s → this plan is %.2f× faster%s\n", base, res.StepSeconds, res.StepSeconds/pl.Cost.StepSeconds, fits)
 	}
 	return nil
 }

@@ -1,0 +1,109 @@
+package solve
+
+import (
+	"context"
+	"math"
+
+	"hap/encode"
+)
+
+// maxFitSteps bounds FitMemory's moves: each frees memory, and a program
+// has one rule per op class and one layout per leaf class to change.
+const maxFitSteps = 1000
+
+// FitMemory repairs choices that do not fit the devices' memory into one
+// that does, for when no start fits: without a fitting start the joint
+// MILP has no incumbent, Polish nothing to polish, and CBC's own
+// heuristics must find a first plan in the full timeline model (bert-base
+// on paper-16 at batch 2048, where every hand-written strategy the
+// encoding can express is over the planner's 90% of capacity, ran them for
+// over 17 minutes). From the start that is least over capacity (the
+// bytes by which the devices' peaks exceed it, summed; ties to the faster),
+// it takes the move that frees memory at the least cost in step time per
+// byte freed — a move that frees memory and saves time first — among every
+// op class's rules and every leaf class's layouts, under the start's
+// lengths, until the choice fits. Sharding a parameter that dp replicates
+// is the typical move: it frees its values, gradient and optimizer state
+// at the price of gathering it where it is read.
+//
+// It returns nil when the starts are not valid programs or the moves stop
+// freeing memory before the choice fits (the lengths are not moved; the
+// joint MILP, which moves them too, is then left to find a plan).
+// Deterministic: moves are tried in a fixed order, ties to the first.
+func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice) *encode.Choice {
+	ev := e.NewEvaluator()
+	var cur *encode.Choice
+	sec, over := math.Inf(1), math.Inf(1)
+	for _, ch := range starts {
+		if ch == nil {
+			continue
+		}
+		s, o, err := ev.Overflow(ch)
+		if err == nil && (o < over || (o == over && s < sec)) {
+			cur, sec, over = ch, s, o
+		}
+	}
+	if cur == nil {
+		return nil
+	}
+	cur = cur.Clone()
+	for step := 0; over > 0 && step < maxFitSteps && ctx.Err() == nil; step++ {
+		best := fitMove{price: math.Inf(1)}
+		consider := func(apply func(), undo func(), m fitMove) {
+			apply()
+			s, o, err := ev.Overflow(cur)
+			undo()
+			if err != nil || o >= over {
+				return
+			}
+			m.sec, m.over = s, o
+			// Seconds added per byte freed; a move that saves time as
+			// well is cheaper than any that costs time.
+			m.price = (s - sec) / (over - o)
+			if m.price < best.price {
+				best = m
+			}
+		}
+		for ci := range e.Classes {
+			old := cur.Rule[ci]
+			for r := range e.Classes[ci].Rules {
+				if r != old {
+					consider(func() { cur.Rule[ci] = r }, func() { cur.Rule[ci] = old }, fitMove{class: ci, rule: r, leaf: -1})
+				}
+			}
+		}
+		for ti := range e.Tensors {
+			if e.Tensors[ti].Producer >= 0 {
+				continue
+			}
+			old := cur.Leaf[ti]
+			for l := range e.Tensors[ti].LeafLayouts {
+				if l != old {
+					consider(func() { cur.Leaf[ti] = l }, func() { cur.Leaf[ti] = old }, fitMove{class: -1, leaf: ti, layout: l})
+				}
+			}
+		}
+		if math.IsInf(best.price, 1) {
+			return nil // no single move frees memory
+		}
+		if best.class >= 0 {
+			cur.Rule[best.class] = best.rule
+		} else {
+			cur.Leaf[best.leaf] = best.layout
+		}
+		sec, over = best.sec, best.over
+	}
+	if over > 0 {
+		return nil
+	}
+	return cur
+}
+
+// fitMove is one of FitMemory's moves: op class class to rule rule, or
+// (class −1) leaf class leaf to layout layout, and what it leads to.
+type fitMove struct {
+	class, rule  int
+	leaf, layout int
+	sec, over    float64
+	price        float64
+}
