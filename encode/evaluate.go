@@ -18,6 +18,16 @@ func (e *Encoding) Evaluate(ch *Choice) (*Breakdown, error) {
 	return br, nil
 }
 
+// PeakMemory is each device's peak memory under ch in bytes, as Evaluate
+// computes it, whether or not it fits the device's capacity.
+func (e *Encoding) PeakMemory(ch *Choice) ([]float64, error) {
+	br := &Breakdown{}
+	if err := e.evaluate(ch, &evalScratch{}, br, false); err != nil {
+		return nil, err
+	}
+	return append([]float64(nil), br.Memory...), nil
+}
+
 // Evaluator prices choices of one encoding as Evaluate does, reusing its
 // memory from one call to the next: for the loops that price thousands of
 // choices (local search, the exhaustive oracle), where allocation and the

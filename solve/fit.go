@@ -26,11 +26,13 @@ const maxFitSteps = 1000
 // is the typical move: it frees its values, gradient and optimizer state
 // at the price of gathering it where it is read.
 //
-// It returns nil when the starts are not valid programs or the moves stop
-// freeing memory before the choice fits (the lengths are not moved; the
-// joint MILP, which moves them too, is then left to find a plan).
-// Deterministic: moves are tried in a fixed order, ties to the first.
-func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice) *encode.Choice {
+// It returns the choice it reached and the bytes it is still over (0: it
+// fits): over > 0 when the moves stop freeing memory first (the lengths
+// are not moved; the joint MILP, which moves them too, is then left to
+// find a plan, and the choice says how close a program came). It returns
+// nil when no start is a valid program. Deterministic: moves are tried in
+// a fixed order, ties to the first.
+func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice) (*encode.Choice, float64) {
 	ev := e.NewEvaluator()
 	var cur *encode.Choice
 	sec, over := math.Inf(1), math.Inf(1)
@@ -44,7 +46,7 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 		}
 	}
 	if cur == nil {
-		return nil
+		return nil, 0
 	}
 	cur = cur.Clone()
 	for step := 0; over > 0 && step < maxFitSteps && ctx.Err() == nil; step++ {
@@ -84,7 +86,7 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 			}
 		}
 		if math.IsInf(best.price, 1) {
-			return nil // no single move frees memory
+			break // no single move frees memory
 		}
 		if best.class >= 0 {
 			cur.Rule[best.class] = best.rule
@@ -93,10 +95,7 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 		}
 		sec, over = best.sec, best.over
 	}
-	if over > 0 {
-		return nil
-	}
-	return cur
+	return cur, over
 }
 
 // fitMove is one of FitMemory's moves: op class class to rule rule, or

@@ -56,8 +56,8 @@ func TestFitMemoryRepairsAStartThatDoesNotFit(t *testing.T) {
 	if _, err := e.Evaluate(dp); err == nil {
 		t.Fatal("data parallelism fits; the test needs a start that does not")
 	}
-	fit := FitMemory(context.Background(), e, []*encode.Choice{dp})
-	if fit == nil {
+	fit, over := FitMemory(context.Background(), e, []*encode.Choice{dp})
+	if fit == nil || over > 0 {
 		t.Fatal("FitMemory found no choice that fits")
 	}
 	if _, err := e.Evaluate(fit); err != nil {
@@ -80,12 +80,17 @@ func TestFitMemoryRepairsAStartThatDoesNotFit(t *testing.T) {
 }
 
 // Four times wider, the layer is over a T4 even split in two: no move
-// fits it, and FitMemory says so with nil.
+// fits it; FitMemory says by how much its closest choice is over.
 func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 	_, e, dp := wideOnTwoT4s(t, 16384, 4*65536)
-	if fit := FitMemory(context.Background(), e, []*encode.Choice{dp}); fit != nil {
-		br, err := e.Evaluate(fit)
-		t.Errorf("FitMemory returned a choice (%v, %v) where nothing fits", br, err)
+	fit, over := FitMemory(context.Background(), e, []*encode.Choice{dp})
+	if fit == nil || over <= 0 {
+		t.Fatalf("FitMemory returned %v over %g bytes where nothing fits", fit, over)
+	}
+	// It got closer than data parallelism did.
+	_, dpOver, err := e.NewEvaluator().Overflow(dp)
+	if err != nil || over >= dpOver {
+		t.Errorf("FitMemory ended %g bytes over, data parallelism is %g over (%v)", over, dpOver, err)
 	}
 }
 

@@ -122,14 +122,17 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// No plan worse than the best start is wanted: bounding the step by its
 	// cost tightens the MILP (MILPBelow).
 	seed, limit := bestStart(e, seeds, timelineCost) // limit 0 without a seed: no bound
+	var closest *encode.Choice                       // when no start fits: the least-over program FitMemory reached
 	if seed == nil {
 		// No start fits the memory: repair the least-over one into one
 		// that does, rather than leave CBC's heuristics to find a first
 		// plan (FitMemory).
-		if fit := FitMemory(ctx, e, seeds); fit != nil {
+		fit, over := FitMemory(ctx, e, seeds)
+		if fit != nil && over == 0 {
 			seeds = append(seeds, fit)
 			seed, limit = bestStart(e, seeds, timelineCost)
 		}
+		closest = fit
 	}
 	model, vars := e.MILPBelow(limit)
 	var timed bool // whether the clock stopped any solve
@@ -176,7 +179,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	switch res.Status {
 	case milp.Optimal, milp.Feasible:
 	case milp.Infeasible:
-		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e))
+		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e, closest))
 	default:
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
 	}
@@ -206,7 +209,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 // memory-frugal plan: every parameter and activation split evenly over
 // all devices would still need more than it has — or, failing that, says
 // the constraints conflict.
-func explainInfeasible(e *encode.Encoding) string {
+func explainInfeasible(e *encode.Encoding, closest *encode.Choice) string {
 	// Devices alike (same type, need and capacity) share one clause:
 	// "devices 4–15 (P100-PCIE-16GB) each need …", not twelve.
 	type short struct {
@@ -233,7 +236,21 @@ func explainInfeasible(e *encode.Encoding) string {
 		}{s, d, d})
 	}
 	if len(runs) == 0 {
-		return "every device could hold its smallest share, but no single program fits all devices' memory at once"
+		why := "every device could hold its smallest share, but no single program fits all devices' memory at once"
+		if closest == nil {
+			return why
+		}
+		if mem, err := e.PeakMemory(closest); err == nil {
+			// The most over device of the closest program found.
+			d := 0
+			for i := range mem {
+				if mem[i]-e.Capacity[i] > mem[d]-e.Capacity[d] {
+					d = i
+				}
+			}
+			why += fmt.Sprintf(" (the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable)", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
+		}
+		return why
 	}
 	var worst []string
 	for _, r := range runs {
