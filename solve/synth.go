@@ -208,32 +208,31 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 // explainInfeasible names the device that cannot hold even the most
 // memory-frugal plan: every parameter and activation split evenly over
 // all devices would still need more than it has — or, failing that, says
-// the constraints conflict.
+// the constraints conflict and how far closest, the program FitMemory got
+// nearest to fitting, is over on its most-over device.
 func explainInfeasible(e *encode.Encoding, closest *encode.Choice) string {
 	// Devices alike (same type, need and capacity) share one clause:
 	// "devices 4–15 (P100-PCIE-16GB) each need …", not twelve.
-	type short struct {
+	type alike struct {
 		name       string
 		need, have float64
 	}
-	var runs []struct {
-		short
+	type run struct {
+		alike
 		first, last int
 	}
+	var runs []run
 	for d, c := range e.Capacity {
 		need := e.MinimumMemory(d)
 		if need <= c {
 			continue
 		}
-		s := short{e.Model().Spec(d).Name, need, c}
-		if k := len(runs) - 1; k >= 0 && runs[k].short == s && runs[k].last == d-1 {
+		a := alike{e.Model().Spec(d).Name, need, c}
+		if k := len(runs) - 1; k >= 0 && runs[k].alike == a && runs[k].last == d-1 {
 			runs[k].last = d
 			continue
 		}
-		runs = append(runs, struct {
-			short
-			first, last int
-		}{s, d, d})
+		runs = append(runs, run{a, d, d})
 	}
 	if len(runs) == 0 {
 		why := "every device could hold its smallest share, but no single program fits all devices' memory at once"
