@@ -51,10 +51,10 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 	cur = cur.Clone()
 	for step := 0; over > 0 && step < maxFitSteps && ctx.Err() == nil; step++ {
 		best := fitMove{price: math.Inf(1)}
-		consider := func(apply func(), undo func(), m fitMove) {
-			apply()
+		consider := func(m fitMove) {
+			undo := m.swap(cur)
 			s, o, err := ev.Overflow(cur)
-			undo()
+			undo.swap(cur)
 			if err != nil || o >= over {
 				return
 			}
@@ -67,10 +67,9 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 			}
 		}
 		for ci := range e.Classes {
-			old := cur.Rule[ci]
 			for r := range e.Classes[ci].Rules {
-				if r != old {
-					consider(func() { cur.Rule[ci] = r }, func() { cur.Rule[ci] = old }, fitMove{class: ci, rule: r, leaf: -1})
+				if r != cur.Rule[ci] {
+					consider(fitMove{class: ci, rule: r})
 				}
 			}
 		}
@@ -78,21 +77,16 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 			if e.Tensors[ti].Producer >= 0 {
 				continue
 			}
-			old := cur.Leaf[ti]
 			for l := range e.Tensors[ti].LeafLayouts {
-				if l != old {
-					consider(func() { cur.Leaf[ti] = l }, func() { cur.Leaf[ti] = old }, fitMove{class: -1, leaf: ti, layout: l})
+				if l != cur.Leaf[ti] {
+					consider(fitMove{class: -1, leaf: ti, layout: l})
 				}
 			}
 		}
 		if math.IsInf(best.price, 1) {
 			break // no single move frees memory
 		}
-		if best.class >= 0 {
-			cur.Rule[best.class] = best.rule
-		} else {
-			cur.Leaf[best.leaf] = best.layout
-		}
+		best.swap(cur)
 		sec, over = best.sec, best.over
 	}
 	return cur, over
@@ -105,4 +99,16 @@ type fitMove struct {
 	leaf, layout int
 	sec, over    float64
 	price        float64
+}
+
+// swap makes move m on ch and returns the move that undoes it.
+func (m fitMove) swap(ch *encode.Choice) fitMove {
+	if m.class >= 0 {
+		old := ch.Rule[m.class]
+		ch.Rule[m.class] = m.rule
+		return fitMove{class: m.class, rule: old}
+	}
+	old := ch.Leaf[m.leaf]
+	ch.Leaf[m.leaf] = m.layout
+	return fitMove{class: -1, leaf: m.leaf, layout: old}
 }
