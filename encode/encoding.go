@@ -349,6 +349,15 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	if g.Loss == ir.NoTensor {
 		return nil, fmt.Errorf("graph %s has no loss", g.Name)
 	}
+	// Every program ends with the loss as Reduce (each device's partial
+	// loss; backward seeds every device with 1). Without a rule of the
+	// loss's op that leaves a partial sum, no choice is valid: say so now
+	// rather than hand the solver an infeasible model.
+	if lc := &e.Classes[e.LossClass()]; !slices.ContainsFunc(lc.Rules, func(r Rule) bool { return r.Out[0] == R }) {
+		op := &g.Ops[lc.Ops[0]]
+		return nil, fmt.Errorf("the loss %q (op %q, %s) cannot end as Reduce: none of its %d sharding rules over the segments %s leaves a partial sum (split its input's first dimension by a segment)",
+			g.Tensors[g.Loss].Name, op.Name, op.Kind, len(lc.Rules), SegmentNames(segs))
+	}
 	e.buildBlocks()
 	if e.a2a, err = m.AllToAllTerms(e.group()); err != nil {
 		return nil, err
@@ -368,6 +377,15 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		}
 	}
 	return e, nil
+}
+
+// SegmentNames lists segments for messages: "[batch(32) heads(12)]".
+func SegmentNames(segs []Segment) string {
+	names := make([]string, len(segs))
+	for i, s := range segs {
+		names[i] = fmt.Sprintf("%s(%d)", s.Name, s.Units)
+	}
+	return "[" + strings.Join(names, " ") + "]"
 }
 
 // workSeg: the segment of the first Gather layout among a rule's operands.

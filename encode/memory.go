@@ -179,13 +179,13 @@ func layoutSeg(l Layout) int {
 	return -1
 }
 
-// MinimumMemory is a lower bound of device d's peak under the most frugal
-// split possible: every leaf and held tensor divided evenly among all
-// devices, no copies — all resident tensors, and either every held
-// tensor (where backward starts) or every gradient (where it ends).
-func (e *Encoding) MinimumMemory(d int) float64 {
+// MinimumTotalMemory is a lower bound of the devices' peaks added up,
+// whatever the plan: every resident tensor, and either every held tensor
+// (where backward starts) or every gradient (where it ends), each held
+// once on some device.
+func (e *Encoding) MinimumTotalMemory() float64 {
 	resident, held, grad := e.wholeMemory()
-	return (resident + math.Max(held, grad)) / float64(e.N)
+	return resident + math.Max(held, grad)
 }
 
 // wholeMemory is the model's resident bytes, its held tensors (one copy
@@ -205,11 +205,11 @@ func (e *Encoding) wholeMemory() (resident, held, grad float64) {
 	return resident, held, grad
 }
 
-// memoryMayBind reports whether some choice could exceed some device's
-// capacity; if none can, the memory rows are left out. The most any device
+// MemoryMayBind reports whether some choice could exceed some device's
+// capacity; if none can, the memory rows are left out of the MILP. The most any device
 // can hold: every leaf whole with its gradient, and every tensor whole in
 // each layout it can be held in — twice, for those with a gradient.
-func (e *Encoding) memoryMayBind() bool {
+func (e *Encoding) MemoryMayBind() bool {
 	resident, _, grad := e.wholeMemory()
 	most := resident + grad
 	noHave := func(int, Layout) lin { return lin{} }
@@ -274,7 +274,7 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 				reads[q] = lin{}
 				order = append(order, q)
 			}
-			if x != nil { // nil: only which layouts (memoryMayBind)
+			if x != nil { // nil: only which layouts (MemoryMayBind)
 				reads[q].add(x[cs[0]][ri], 1)
 			}
 		}

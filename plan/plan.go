@@ -114,8 +114,9 @@ type Solver struct {
 	// Status: "heuristic" for hand-written strategies; "optimal" or
 	// "feasible" for the synthesizer.
 	Status string `json:"status"`
-	// Seconds is the solver's wall time. It is the one field that varies
-	// between identical runs; Deterministic documents zero it.
+	// Seconds is the solver's wall time, when recorded (hap plan
+	// --record-time, or --time-limit): 0 otherwise, since it is the one
+	// field that would differ between identical runs.
 	Seconds float64 `json:"seconds"`
 	// Objective is the planner's cost-model step time of the plan and Bound
 	// the solver's proven lower bound on it; Gap = (Objective−Bound)/Objective.

@@ -94,15 +94,34 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 	}
 }
 
-// When nothing fits, Synthesize says which devices need how much, alike
-// devices in one clause.
+// When the model cannot fit even held once, Synthesize says how much it
+// needs against what the devices have, alike devices in one clause.
 func TestNothingFitsNamesTheDevicesOnce(t *testing.T) {
 	g, e, _ := wideOnTwoT4s(t, 16384, 4*65536)
 	_, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10})
 	if !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("got %v, want ErrNoPlan", err)
 	}
-	if want := "devices 0–1 (T4) each need at least"; !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "T4") != 1 {
-		t.Errorf("explanation %q: want one clause %q", err, want)
+	for _, want := range []string{"needs at least 6", "devices 0–1 (T4) 15.5 GB each"} {
+		if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "T4") != 1 {
+			t.Errorf("explanation %q: want one clause %q", err, want)
+		}
+	}
+}
+
+// A loss whose op has no rule leaving a partial sum under the segments
+// given (here: none) cannot end as Reduce, so no program is valid: Encode
+// says so, naming the loss and its op, instead of handing the solver an
+// infeasible model whose "no plan fits" would blame memory.
+func TestEncodeRejectsALossThatCannotEndAsReduce(t *testing.T) {
+	g, e, _ := wideOnTwoT4s(t, 64, 32)
+	_, err := encode.Encode(g, nil, e.Model(), encode.EncodeOptions{})
+	if err == nil {
+		t.Fatal("encoding with no segments succeeded; the loss can only be replicated")
+	}
+	for _, want := range []string{"cannot end as Reduce", "cross_entropy", "segments []"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -168,8 +168,16 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// no bound proven.
 	res, err := cbc.Solver{Isolated: !mo.NoHeuristics}.Solve(ctx, model, mo)
 	var failure string
-	if errors.Is(err, cbc.ErrSolverProcess) && seed != nil {
+	switch {
+	case errors.Is(err, cbc.ErrSolverProcess) && seed != nil:
 		failure = err.Error()
+	case err == nil && res.Status == milp.Infeasible && seed != nil:
+		// The start satisfies every row (MILPBelow bounds the step by a
+		// start's cost, no lower), so "infeasible" is the solver's
+		// numerical trouble, not a fact about the plans.
+		failure = "the solver reported the MILP infeasible, though its start is a solution"
+	}
+	if failure != "" {
 		res = &milp.Result{Status: milp.Feasible, Objective: seedCost * encode.MILPTimeUnit, Gap: 1}
 		err = nil
 	}
@@ -179,6 +187,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	switch res.Status {
 	case milp.Optimal, milp.Feasible:
 	case milp.Infeasible:
+		if !e.MemoryMayBind() {
+			// Memory rows are left out when no choice can exceed a
+			// device's capacity: the infeasibility is elsewhere.
+			return nil, fmt.Errorf("%w: no program the encoding can express is valid for this graph, whatever the memory (%d op classes, segments %s): an encoding gap, please report it with the graph", ErrNoPlan, len(e.Classes), encode.SegmentNames(e.Segs))
+		}
 		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e, closest))
 	default:
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
@@ -205,62 +218,66 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	return out, nil
 }
 
-// explainInfeasible names the device that cannot hold even the most
-// memory-frugal plan: every parameter and activation split evenly over
-// all devices would still need more than it has — or, failing that, says
-// the constraints conflict and how far closest, the program FitMemory got
-// nearest to fitting, is over on its most-over device.
+// explainInfeasible says why no plan fits. When the model's bytes, each
+// held once somewhere, exceed every device's usable memory together, no
+// split can help: it says so, listing the devices' capacities (alike
+// devices in one clause: "devices 4–15 (P100-PCIE-16GB) 15.5 GB each",
+// not twelve). Otherwise the devices conflict — the one that could take
+// more cannot take what the others must shed — and it names the most-over
+// device of closest, the program FitMemory got nearest to fitting.
+//
+// It makes no claim about one device's least need: with uneven lengths a
+// device may hold almost nothing, so a device's even share is not a
+// bound on it (an earlier message said "device 16 needs at least …").
 func explainInfeasible(e *encode.Encoding, closest *encode.Choice) string {
-	// Devices alike (same type, need and capacity) share one clause:
-	// "devices 4–15 (P100-PCIE-16GB) each need …", not twelve.
-	type alike struct {
-		name       string
-		need, have float64
+	need, usable := e.MinimumTotalMemory(), 0.0
+	for _, c := range e.Capacity {
+		usable += c
 	}
-	type run struct {
-		alike
-		first, last int
-	}
-	var runs []run
-	for d, c := range e.Capacity {
-		need := e.MinimumMemory(d)
-		if need <= c {
-			continue
+	if need > usable {
+		type alike struct {
+			name string
+			have float64
 		}
-		a := alike{e.Model().Spec(d).Name, need, c}
-		if k := len(runs) - 1; k >= 0 && runs[k].alike == a && runs[k].last == d-1 {
-			runs[k].last = d
-			continue
+		type run struct {
+			alike
+			first, last int
 		}
-		runs = append(runs, run{a, d, d})
-	}
-	if len(runs) == 0 {
-		why := "every device could hold its smallest share, but no single program fits all devices' memory at once"
-		if closest == nil {
-			return why
-		}
-		if mem, err := e.PeakMemory(closest); err == nil {
-			// The most over device of the closest program found.
-			d := 0
-			for i := range mem {
-				if mem[i]-e.Capacity[i] > mem[d]-e.Capacity[d] {
-					d = i
-				}
+		var runs []run
+		for d, c := range e.Capacity {
+			a := alike{e.Model().Spec(d).Name, c}
+			if k := len(runs) - 1; k >= 0 && runs[k].alike == a && runs[k].last == d-1 {
+				runs[k].last = d
+				continue
 			}
-			why += fmt.Sprintf(" (the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable)", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
+			runs = append(runs, run{a, d, d})
 		}
+		var has []string
+		for _, r := range runs {
+			if r.last > r.first {
+				has = append(has, fmt.Sprintf("devices %d–%d (%s) %.3g GB each", r.first, r.last, r.name, r.have/1e9))
+			} else {
+				has = append(has, fmt.Sprintf("device %d (%s) %.3g GB", r.first, r.name, r.have/1e9))
+			}
+		}
+		return fmt.Sprintf("the model needs at least %.4g GB in all (parameters with their optimizer state, and the larger of the activations kept for backward and the gradients, each held once on some device) but the cluster has %.4g GB usable: %s",
+			need/1e9, usable/1e9, strings.Join(has, ", "))
+	}
+	why := fmt.Sprintf("the cluster could hold the model once (at least %.4g GB of %.4g GB usable), but no program fits every device's memory at once", need/1e9, usable/1e9)
+	if closest == nil {
 		return why
 	}
-	var worst []string
-	for _, r := range runs {
-		who, verb, has := fmt.Sprintf("device %d (%s)", r.first, r.name), "needs", "has"
-		if r.last > r.first {
-			who, verb, has = fmt.Sprintf("devices %d–%d (%s)", r.first, r.last, r.name), "each need", "have"
+	if mem, err := e.PeakMemory(closest); err == nil {
+		// The most over device of the closest program found.
+		d := 0
+		for i := range mem {
+			if mem[i]-e.Capacity[i] > mem[d]-e.Capacity[d] {
+				d = i
+			}
 		}
-		worst = append(worst, fmt.Sprintf("%s %s at least %.3g GB for a share of parameters, optimizer state and activations but %s %.3g GB usable",
-			who, verb, r.need/1e9, has, r.have/1e9))
+		why += fmt.Sprintf(": the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
 	}
-	return strings.Join(worst, "; ")
+	return why
 }
 
 // CandidateSegments derives the units the planner may split: the batch
@@ -278,6 +295,15 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 	}
 	for _, t := range g.TensorsOfKind(ir.Input) {
 		if s := g.Tensors[t].Shape; len(s) > 0 {
+			if s[0] == 1 {
+				// A batch of one sample is still a segment: the loss
+				// must end as Reduce, and with no other way to a
+				// partial loss, its one device computes it (the
+				// others add zero), as the hand-written strategies do.
+				seen[1] = true
+				segs = append(segs, encode.Segment{Name: "batch", Units: 1})
+				break
+			}
 			add("batch", s[0])
 			break
 		}

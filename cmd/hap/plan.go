@@ -24,6 +24,10 @@ type modelFlags struct {
 	timeLimit           time.Duration
 	progress            io.Writer
 	nodeLimit           int
+	// recordTime records the solver's wall time in a synthesized plan
+	// (plan --record-time; always under --time-limit, whose plans
+	// depend on the machine's speed anyway).
+	recordTime bool
 }
 
 func (m *modelFlags) register(fs interface {
@@ -61,7 +65,8 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		return nil, usageErr("--optimizer must be adam or sgd")
 	}
 	if m.strategy == "" {
-		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress})
+		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
+			WallTime: m.recordTime || m.timeLimit > 0})
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {
@@ -71,9 +76,10 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--record-time] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
+	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
 	if err := parse(fs, args); err != nil {
@@ -82,10 +88,12 @@ func runPlan(e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
+	began := time.Now()
 	pl, err := m.build()
 	if err != nil {
 		return err
 	}
+	took := time.Since(began)
 	data, err := pl.Encode()
 	if err != nil {
 		return err
@@ -100,8 +108,16 @@ func runPlan(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s on %s (%d devices), %s: simulated step %.4g s", pl.Model.Name, pl.Cluster.Name, pl.Cluster.Devices, pl.Options.Strategy, pl.Cost.StepSeconds)
+	if pl.Solver.Chosen != "" {
+		// A start the simulator found faster than the solver's plan (or
+		// the fastest fitting one, when the solver found none).
+		fmt.Fprintf(e.stdout, " (%s's program)", pl.Solver.Chosen)
+	}
 	if pl.Solver.Status != "heuristic" {
-		fmt.Fprintf(e.stdout, "; solver %s in %.3g s, objective %.4g s, bound %.4g s, gap %.2g%%", pl.Solver.Status, pl.Solver.Seconds, pl.Solver.Objective, pl.Solver.Bound, 100*pl.Solver.Gap)
+		fmt.Fprintf(e.stdout, "; solver %s, objective %.4g s, bound %.4g s, gap %.2g%%", pl.Solver.Status, pl.Solver.Objective, pl.Solver.Bound, 100*pl.Solver.Gap)
+	}
+	if m.strategy == "" {
+		fmt.Fprintf(e.stdout, "; planned in %.3g s", took.Seconds())
 	}
 	fmt.Fprintln(e.stdout)
 	if *out != "" {
