@@ -179,6 +179,35 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	}
 }
 
+// The plan's solver.seconds is 0 unless asked for, so that the same
+// inputs give the same bytes; --record-time records it, and the summary
+// line gives the time either way.
+func TestPlanRecordsTheSolverTimeOnRequest(t *testing.T) {
+	for _, record := range []bool{false, true} {
+		args := []string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "--json"}
+		if record {
+			args = append(args, "--record-time")
+		}
+		code, out, errs := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var doc struct {
+			Solver struct{ Seconds float64 } `json:"solver"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := doc.Solver.Seconds > 0; got != record {
+			t.Errorf("--record-time %v: solver.seconds %g", record, doc.Solver.Seconds)
+		}
+	}
+	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5")
+	if code != 0 || !strings.Contains(out, "planned in ") || strings.Contains(out, " in 0 s") {
+		t.Errorf("summary line: %d %q %s", code, out, errs)
+	}
+}
+
 // demoStepCeiling is the step time above which the demo's plan (bert-base
 // on paper-16, batch 512) counts as a regression: 1% above the 0.8342 s
 // measured when the segment moves landed (docs/planner.md). The search is
