@@ -153,6 +153,13 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 					row(fmt.Sprintf("fullhi_%s_%d", seg.Name, g), 0, inf, lin{v.L[s][g]: 1, f: -size(g)})
 					row(fmt.Sprintf("piecesL_%s_%d", seg.Name, g), 0, inf, lin{pieces[s][g]: 1, v.L[s][g]: -1, f: U})
 					row(fmt.Sprintf("piecesN_%s_%d", seg.Name, g), 0, inf, lin{pieces[s][g]: 1, f: -size(g)})
+					// Valid (min(L, size) ≥ L·size/U for L ≤ U), and the
+					// relaxation the old count size·nz (nz ≥ L/U) had:
+					// without it the pieces are nearly free at a
+					// fractional full. It moves no bound we measured, but
+					// the node-limited search's path: VGG19 on paper-29
+					// 0.1727 s with it, 0.1831 s without.
+					row(fmt.Sprintf("piecesLP_%s_%d", seg.Name, g), 0, inf, lin{pieces[s][g]: 1, v.L[s][g]: -size(g) / U})
 				}
 			}
 		}
