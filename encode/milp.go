@@ -592,7 +592,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			group++
 			// tp ≥ PadA + PadB·max − M(1 − c) − M·g
 			row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad, g: mPad})
-			// tg ≥ GrpA·Σnz + GrpB·U − M(1 − c) − M(1 − g)
+			// tg ≥ GrpA·Σpieces + GrpB·U − M(1 − c) − M(1 − g)
 			l := lin{tg: 1, c: -mGrp, g: -mGrp}
 			for gr := 0; gr < G; gr++ {
 				l.add(pieces[s][gr], -cf.GrpA[k])

@@ -300,7 +300,6 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 				// must end as Reduce, and with no other way to a
 				// partial loss, its one device computes it (the
 				// others add zero), as the hand-written strategies do.
-				seen[1] = true
 				segs = append(segs, encode.Segment{Name: "batch", Units: 1})
 				break
 			}
