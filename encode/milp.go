@@ -3,7 +3,6 @@ package encode
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"hap/ir"
 	"hap/solve/milp"
@@ -97,6 +96,12 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	// evenly by its devices (one device per group unless grouped).
 	G := len(e.Groups)
 	size := func(g int) float64 { return float64(len(e.Groups[g])) }
+	groupOf := make([]int, e.N) // device → its group
+	for g, devs := range e.Groups {
+		for _, d := range devs {
+			groupOf[d] = g
+		}
+	}
 	// firstUnits is the units of segment s that group g's first device
 	// holds: ⌈L/size⌉, or L for a group of one.
 	firstUnits := func(s, g int) lin {
@@ -362,11 +367,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			for j, k := range e.a2a.PerNode {
 				on := lin{}
 				for _, r := range e.a2a.Nodes[j] {
-					for g, devs := range e.Groups {
-						if slices.Contains(devs, r) {
-							addScaled(on, firstUnits(l.Seg, g), k*perUnit)
-						}
-					}
+					addScaled(on, firstUnits(l.Seg, groupOf[r]), k*perUnit)
 				}
 				term(fmt.Sprintf("_n%d", j), on)
 			}
@@ -379,12 +380,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		// program does not make still charged that excess (bert-base-tiny
 		// on paper-29 priced 30% over Evaluate).
 		ceilMost := func(r int) float64 { // the most units device r's group can count for it
-			for g, devs := range e.Groups {
-				if slices.Contains(devs, r) {
-					return math.Ceil(U / size(g))
-				}
-			}
-			return U
+			return math.Ceil(U / size(groupOf[r]))
 		}
 		for r, k := range e.a2a.PerRank {
 			most = max(most, k*perUnit*ceilMost(r))
@@ -789,14 +785,42 @@ func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
 	}
 	for s := range e.Segs {
 		ls := make([]int, e.N)
-		for g, devs := range e.Groups {
-			for i, n := range EvenLengths(int(math.Round(x[v.L[s][g]])), len(devs)) {
-				ls[devs[i]] = n
-			}
+		for g := range e.Groups {
+			e.spreadInGroup(ls, g, int(math.Round(x[v.L[s][g]])))
 		}
 		ch.Lengths = append(ch.Lengths, ls)
 	}
 	return ch
+}
+
+// groupTotal is the units device group g holds of a segment split as
+// lengths: what the MILP's L column for the group is.
+func (e *Encoding) groupTotal(lengths []int, g int) int {
+	total := 0
+	for _, d := range e.Groups[g] {
+		total += lengths[d]
+	}
+	return total
+}
+
+// spreadInGroup gives group g's devices total units as the MILP prices
+// them: evenly, the remainder one each to the group's first devices.
+func (e *Encoding) spreadInGroup(lengths []int, g, total int) {
+	for i, n := range EvenLengths(total, len(e.Groups[g])) {
+		lengths[e.Groups[g][i]] = n
+	}
+}
+
+// SpreadInGroups rewrites ch's lengths as the MILP holds them: each
+// device group's units spread evenly over its devices (spreadInGroup). A
+// choice decoded from the MILP is already so; another (a start, a random
+// choice) is then priced by Evaluate exactly as the MILP prices it.
+func (e *Encoding) SpreadInGroups(ch *Choice) {
+	for _, ls := range ch.Lengths {
+		for g := range e.Groups {
+			e.spreadInGroup(ls, g, e.groupTotal(ls, g))
+		}
+	}
 }
 
 func sortedKeys(m map[int]lin) []int {
@@ -842,11 +866,7 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 	}
 	for s := range e.Segs {
 		for g, c := range v.L[s] {
-			total := 0
-			for _, d := range e.Groups[g] {
-				total += ch.Lengths[s][d]
-			}
-			pin(c, float64(total))
+			pin(c, float64(e.groupTotal(ch.Lengths[s], g)))
 		}
 	}
 	// The synchronisation binaries follow from the program alone.
@@ -903,10 +923,7 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 	}
 	for s := range e.Segs {
 		for g, c := range v.L[s] {
-			total := 0
-			for _, d := range e.Groups[g] {
-				total += ch.Lengths[s][d]
-			}
+			total := e.groupTotal(ch.Lengths[s], g)
 			st[c] = float64(total)
 			st[v.nz[s][g]] = b2f(total > 0)
 			if f := v.full[s][g]; f >= 0 {

@@ -62,7 +62,7 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 						ch.AllToAll[ti] = rng.IntN(2) == 0
 					}
 				}
-				spreadInGroups(e, ch)
+				e.SpreadInGroups(ch)
 				br, err := e.Evaluate(ch)
 				if err != nil {
 					continue
@@ -85,23 +85,6 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 				if got < lo || got > hi {
 					t.Errorf("a2a %v %s on %s (batch %d), trial %d: MILP %.7g s, Evaluate %.7g s (%+.3f%%)", a2a, c.model, c.cluster, c.batch, trial, got, br.Seconds, 100*(got/br.Seconds-1))
 				}
-			}
-		}
-	}
-}
-
-// spreadInGroups rewrites ch's lengths as the MILP's decoding has them:
-// each device group's units spread evenly, the remainder to its first
-// devices.
-func spreadInGroups(e *encode.Encoding, ch *encode.Choice) {
-	for s := range ch.Lengths {
-		for _, devs := range e.Groups {
-			total := 0
-			for _, d := range devs {
-				total += ch.Lengths[s][d]
-			}
-			for i, n := range encode.EvenLengths(total, len(devs)) {
-				ch.Lengths[s][devs[i]] = n
 			}
 		}
 	}
