@@ -94,6 +94,83 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 	}
 }
 
+// tallOnAFastAndABigGPU is one linear layer over batch samples of 4096
+// features — activations, not weights, fill the memory — on an RTX 4090
+// (24 GB, 4× an A100's FP32) and an A100-80GB, encoded, with dp-cp's and
+// dp-ev's choices.
+func tallOnAFastAndABigGPU(t *testing.T, batch int) (*ir.Graph, *encode.Encoding, []*encode.Program, []*encode.Choice) {
+	t.Helper()
+	b := ir.NewBuilder("tall", ir.Float32)
+	x := b.Input("x", ir.Float32, batch, 4096)
+	g, err := b.Finish(b.CrossEntropy(b.MatMul(x, b.Param("w", 4096, 1024)), b.Label("y", batch)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.ParseCluster([]byte("name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 1}\n  - {name: b, device: A100-80GB, count: 1}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), "mix.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progs []*encode.Program
+	var chs []*encode.Choice
+	for _, name := range []string{"dp-cp", "dp-ev"} {
+		p, err := strategy.Build(name, g, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, ok := e.ChoiceOf(p)
+		if !ok {
+			t.Fatalf("%s is not expressible", name)
+		}
+		progs, chs = append(progs, p), append(chs, ch)
+	}
+	return g, e, progs, chs
+}
+
+// 2.6 M samples of 16 KB: split by speed (dp-cp) or evenly (dp-ev), the
+// 4090's share is over its 24 GB, and no rule frees activations — only
+// moving samples to the A100 does. FitMemory shifts them (before it moved
+// lengths it ended 9 GB over), and Synthesize plans from the repaired
+// choice, no slower.
+func TestFitMemoryShiftsSamplesToTheDeviceWithRoom(t *testing.T) {
+	g, e, progs, starts := tallOnAFastAndABigGPU(t, 5<<19)
+	ev := e.NewEvaluator()
+	for i, ch := range starts {
+		if _, over, err := ev.Overflow(ch); err != nil || over == 0 {
+			t.Fatalf("start %d is over by %g bytes (%v); the test needs starts that do not fit", i, over, err)
+		}
+	}
+	fit, over := FitMemory(context.Background(), e, starts)
+	if fit == nil || over > 0 {
+		t.Fatalf("FitMemory ended %g bytes over", over)
+	}
+	br, err := e.Evaluate(fit)
+	if err != nil {
+		t.Fatalf("FitMemory's choice: %v", err)
+	}
+	batch := fit.Lengths[0]
+	if batch[0] >= starts[1].Lengths[0][0] || batch[0] == 0 {
+		t.Errorf("the 4090 holds %d samples, dp-ev gave it %d: want fewer, but some", batch[0], starts[1].Lengths[0][0])
+	}
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Start == nil {
+		t.Error("the joint MILP had no start: the repaired choice was not used")
+	}
+	if got, err := e.Evaluate(res.Choice); err != nil || got.Seconds > br.Seconds*(1+1e-9) {
+		t.Errorf("the plan: %v; %.4g s against the repaired start's %.4g s", err, got.Seconds, br.Seconds)
+	}
+}
+
 // When the model cannot fit even held once, Synthesize says how much it
 // needs against what the devices have, alike devices in one clause.
 func TestNothingFitsNamesTheDevicesOnce(t *testing.T) {
