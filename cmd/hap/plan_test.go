@@ -250,3 +250,25 @@ func TestDemoPlanBeatsTheBaselines(t *testing.T) {
 		t.Errorf("hap's demo plan takes %.4f s, above the %.4f s ceiling", hap, demoStepCeiling)
 	}
 }
+
+// A hand-written strategy is planned whatever its memory, so that it can be
+// compared; its summary line then says it cannot run, naming the most-over
+// device. dp-cp gives two RTX 4090s (fast, 24 GB) four times an A100's
+// samples of bert-base: both 4090s are over, the A100s are not.
+func TestPlanSaysWhenAStrategyDoesNotFit(t *testing.T) {
+	dir := t.TempDir()
+	mix := filepath.Join(dir, "mix.yaml")
+	if err := os.WriteFile(mix, []byte("name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\n  - {name: b, device: A100-80GB, count: 2, intra: {class: nvlink, bandwidth: 300GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("plan", "--model", "bert-base", "--cluster", mix, "--batch", "1024", "--strategy", "dp-cp")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if want := "OUT OF MEMORY: device 0 (RTX-4090) needs "; !strings.Contains(out, want) || !strings.Contains(out, "and 1 more device is over") {
+		t.Errorf("summary %q: want %q and one more device", out, want)
+	}
+	if code, out, _ := runCLI("plan", "--model", "bert-base", "--cluster", mix, "--batch", "512", "--strategy", "dp-ev"); code != 0 || strings.Contains(out, "MEMORY") {
+		t.Errorf("a plan that fits: exit %d, %q", code, out)
+	}
+}
