@@ -202,3 +202,24 @@ func TestEncodeRejectsALossThatCannotEndAsReduce(t *testing.T) {
 		}
 	}
 }
+
+// The starts worth repairing are those over the memory that are faster
+// than the best start that fits: at 1.5 M samples dp-ev fits the 4090 and
+// dp-cp, faster, does not; with dp-ev alone nothing is.
+func TestFasterStartsOverMemoryAreRepaired(t *testing.T) {
+	_, e, _, starts := tallOnAFastAndABigGPU(t, 3<<19)
+	cp, ev := starts[0], starts[1]
+	best, limit := bestStart(e, starts, timelineCost)
+	if best != ev {
+		t.Fatalf("the best start that fits is not dp-ev; the test needs dp-ev to fit and dp-cp not")
+	}
+	if got := fasterOverMemory(e, starts, best, limit); len(got) != 1 || got[0] != cp {
+		t.Errorf("starts to repair: %d, want dp-cp alone", len(got))
+	}
+	if got := fasterOverMemory(e, []*encode.Choice{ev}, best, limit); len(got) != 0 {
+		t.Errorf("starts to repair among dp-ev alone: %d, want none", len(got))
+	}
+	if got := fasterOverMemory(e, starts, nil, 0); len(got) != 1 || got[0] != cp {
+		t.Errorf("with no start that fits, starts to repair: %d, want dp-cp alone", len(got))
+	}
+}
