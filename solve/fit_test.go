@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"hap/cluster"
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/models"
 	"hap/strategy"
 )
 
@@ -221,5 +223,39 @@ func TestFasterStartsOverMemoryAreRepaired(t *testing.T) {
 	}
 	if got := fasterOverMemory(e, starts, nil, 0); len(got) != 1 || got[0] != cp {
 		t.Errorf("with no start that fits, starts to repair: %d, want dp-cp alone", len(got))
+	}
+}
+
+// bert-base on paper-16 at batch 2560 could fit its bytes once (240.5 of
+// 247.4 GB) but no start fits, even repaired. Stopped by the clock before
+// the solver decides, Synthesize says that it stopped, how to search
+// longer, and the closest program — not that no plan exists.
+func TestNoPlanWithinTheLimitsSaysSo(t *testing.T) {
+	g, err := models.Load("bert-base", models.Options{Batch: 2560})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("paper-16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []*encode.Program
+	for _, name := range strategy.Names() {
+		if p, err := strategy.Build(name, g, c); err == nil {
+			starts = append(starts, p)
+		}
+	}
+	_, err = Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), TimeLimit: time.Millisecond, Starts: starts})
+	if !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("got %v, want ErrNoPlan", err)
+	}
+	for _, want := range []string{"even repaired", "stopped by time", "--time-limit", "the closest program found needs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
 	}
 }

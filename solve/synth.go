@@ -102,6 +102,12 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// heuristics find good plans slowly under the timeline's many
 	// max-terms). Work is bounded by node limits, so the result does not
 	// depend on the machine's speed; a time limit, when set, caps it too.
+	if e.MinimumTotalMemory() > usableMemory(e) {
+		// No split can help, whatever the program: say so now, rather
+		// than after a search (over 18 minutes of CBC's on bert-base
+		// paper-16 at batch 3072).
+		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e, nil, 0))
+	}
 	var seeds []*encode.Choice
 	for _, p := range opt.Starts {
 		if ch, ok := e.ChoiceOf(p); ok {
@@ -140,6 +146,17 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 			closest = fit
 		}
 	}
+	var stepCap float64 // the step bound when no start fits, 0: none
+	if seed == nil {
+		// With no program known to fit, MILPBelow(0) bounds the step by
+		// its worst case, whose big M's left the root LP unsolved after
+		// 15 minutes (bert-base on paper-16 at batch 2560, where no
+		// program fits). Bounded by unfitStepFactor × the slowest start's
+		// step, memory aside, CBC proves that in 10 s; a plan slower than
+		// that is no plan anyone would run.
+		stepCap = unfitStepFactor * slowestStart(e, seeds)
+		limit = stepCap
+	}
 	model, vars := e.MILPBelow(limit)
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
@@ -158,13 +175,25 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	seed, seedCost := bestStart(e, seeds, timelineCost)
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
-	// Polish had not); without one they are the only way to a plan.
-	// Strong branching too is off then: each trial re-solves the timeline
-	// LP, ~1 s a node on bert-base paper-64, and the ten nodes from
-	// Polish's plan found nothing it had not (the trials do pay off inside
-	// Polish's smaller pinned solves, which keep them).
+	// Polish had not); without one, the feasibility pump alone, for
+	// noStartPumpPasses passes: all of CBC's heuristics ran for over 18
+	// minutes on bert-base paper-16 at batch 3072 (no program fits), which
+	// a node limit does not bound, as it bounds no heuristic.
+	// Strong branching too is off with a start: each trial re-solves the
+	// timeline LP, ~1 s a node on bert-base paper-64, and the ten nodes
+	// from Polish's plan found nothing it had not (the trials do pay off
+	// inside Polish's smaller pinned solves, which keep them).
 	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit,
 		NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: opt.NodeLimit > 0 && seed != nil}
+	if opt.NodeLimit > 0 && seed == nil {
+		mo.PumpPasses, mo.NoStrongBranching = noStartPumpPasses, true
+		if mo.TimeLimit == 0 {
+			// Even so the root's LP took from 9 s to 70 s on that case at
+			// batch 2560, as the step bound moved by 0.02%: a clock
+			// bounds the wait for an answer that may be "no plan".
+			mo.TimeLimit = noStartTimeLimit
+		}
+	}
 	if seed != nil {
 		mo.Start = e.StartValues(vars, seed)
 	}
@@ -172,7 +201,20 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// assertion, seen in Polish's program step): that solve runs in a
 	// child process, and if it dies the polished start is the plan, with
 	// no bound proven.
-	res, err := cbc.Solver{Isolated: !mo.NoHeuristics}.Solve(ctx, model, mo)
+	solveCtx := ctx
+	if seed == nil && mo.TimeLimit > 0 && !mo.NoHeuristics {
+		// CBC checks its clock between nodes, not inside the root's LP,
+		// which is where the time goes here (1 ms asked, 68 s taken):
+		// past the limit, with a grace, the solver's child process is
+		// killed and the answer is "no plan within the limits".
+		var cancel context.CancelFunc
+		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+noStartGrace)
+		defer cancel()
+	}
+	res, err := cbc.Solver{Isolated: !mo.NoHeuristics}.Solve(solveCtx, model, mo)
+	if err != nil && solveCtx != ctx && solveCtx.Err() != nil && ctx.Err() == nil {
+		res, err = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
+	}
 	var failure string
 	switch {
 	case errors.Is(err, cbc.ErrSolverProcess) && seed != nil:
@@ -198,8 +240,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 			// device's capacity: the infeasibility is elsewhere.
 			return nil, fmt.Errorf("%w: no program the encoding can express is valid for this graph, whatever the memory (%d op classes, segments %s): an encoding gap, please report it with the graph", ErrNoPlan, len(e.Classes), encode.SegmentNames(e.Segs))
 		}
-		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e, closest))
+		return nil, fmt.Errorf("%w: %s", ErrNoPlan, explainInfeasible(e, closest, stepCap))
 	default:
+		if seed == nil && len(seeds) > 0 {
+			why := fmt.Sprintf("no strategy it started from fits the memory, even repaired, and the solver found no plan within the limits (%s, stopped by %s; --time-limit lets it search longer)", res.Status, res.StoppedBy)
+			if c := closestOver(e, closest); c != "" {
+				why += ": " + c
+			}
+			return nil, fmt.Errorf("%w: %s", ErrNoPlan, why)
+		}
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
 	}
 	ch := seed
@@ -224,6 +273,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	return out, nil
 }
 
+// usableMemory is the devices' memory the planner may use, added up.
+func usableMemory(e *encode.Encoding) float64 {
+	usable := 0.0
+	for _, c := range e.Capacity {
+		usable += c
+	}
+	return usable
+}
+
 // explainInfeasible says why no plan fits. When the model's bytes, each
 // held once somewhere, exceed every device's usable memory together, no
 // split can help: it says so, listing the devices' capacities (alike
@@ -232,14 +290,14 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 // more cannot take what the others must shed — and it names the most-over
 // device of closest, the program FitMemory got nearest to fitting.
 //
+// A stepCap > 0 is the step bound the search had (no start fitting, see
+// Synthesize): the second case then holds for programs within it.
+//
 // It makes no claim about one device's least need: with uneven lengths a
 // device may hold almost nothing, so a device's even share is not a
 // bound on it (an earlier message said "device 16 needs at least …").
-func explainInfeasible(e *encode.Encoding, closest *encode.Choice) string {
-	need, usable := e.MinimumTotalMemory(), 0.0
-	for _, c := range e.Capacity {
-		usable += c
-	}
+func explainInfeasible(e *encode.Encoding, closest *encode.Choice, stepCap float64) string {
+	need, usable := e.MinimumTotalMemory(), usableMemory(e)
 	if need > usable {
 		type alike struct {
 			name string
@@ -270,20 +328,32 @@ func explainInfeasible(e *encode.Encoding, closest *encode.Choice) string {
 			need/1e9, usable/1e9, strings.Join(has, ", "))
 	}
 	why := fmt.Sprintf("the cluster could hold the model once (at least %.4g GB of %.4g GB usable), but no program fits every device's memory at once", need/1e9, usable/1e9)
-	if closest == nil {
-		return why
+	if stepCap > 0 {
+		why = fmt.Sprintf("the cluster could hold the model once (at least %.4g GB of %.4g GB usable), but no program of at most %.4g s per step (%g× the slowest of the strategies it started from) fits every device's memory at once", need/1e9, usable/1e9, stepCap, float64(unfitStepFactor))
 	}
-	if mem, err := e.PeakMemory(closest); err == nil {
-		// The most over device of the closest program found.
-		d := 0
-		for i := range mem {
-			if mem[i]-e.Capacity[i] > mem[d]-e.Capacity[d] {
-				d = i
-			}
-		}
-		why += fmt.Sprintf(": the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
+	if c := closestOver(e, closest); c != "" {
+		why += ": " + c
 	}
 	return why
+}
+
+// closestOver names the most-over device of closest, the program
+// FitMemory got nearest to fitting; "" without one.
+func closestOver(e *encode.Encoding, closest *encode.Choice) string {
+	if closest == nil {
+		return ""
+	}
+	mem, err := e.PeakMemory(closest)
+	if err != nil {
+		return ""
+	}
+	d := 0
+	for i := range mem {
+		if mem[i]-e.Capacity[i] > mem[d]-e.Capacity[d] {
+			d = i
+		}
+	}
+	return fmt.Sprintf("the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
 }
 
 // CandidateSegments derives the units the planner may split: the batch
@@ -351,6 +421,41 @@ func cheaper(e *encode.Encoding, a, b *encode.Choice) *encode.Choice {
 
 // timelineCost prices an evaluated choice under the MILP's objective.
 func timelineCost(br *encode.Breakdown) float64 { return br.Seconds }
+
+// noStartPumpPasses bounds the feasibility pump, the one primal heuristic
+// of a node-limited joint MILP without a start (see Synthesize).
+const noStartPumpPasses = 30
+
+// noStartTimeLimit bounds the joint MILP's wall time when no start fits
+// and no --time-limit is given (see Synthesize): the one solve whose work
+// a node limit does not bound.
+const noStartTimeLimit = 2 * time.Minute
+
+// noStartGrace is how long past its time limit a joint MILP without a
+// start may run before it is killed (see Synthesize): time for CBC to stop
+// on its own where it can, and report what it found.
+const noStartGrace = 5 * time.Second
+
+// unfitStepFactor bounds the step of the plans searched when no start
+// fits the memory, as a multiple of the slowest start's step (memory
+// aside); see Synthesize.
+const unfitStepFactor = 2
+
+// slowestStart is the largest step of the starts that are valid programs,
+// their memory aside; 0 when none is.
+func slowestStart(e *encode.Encoding, starts []*encode.Choice) float64 {
+	ev := e.NewEvaluator()
+	slowest := 0.0
+	for _, ch := range starts {
+		if ch == nil {
+			continue
+		}
+		if s, _, err := ev.Overflow(ch); err == nil {
+			slowest = max(slowest, s)
+		}
+	}
+	return slowest
+}
 
 // fasterOverMemory is the starts that are valid programs over the devices'
 // memory and cheaper than best, the cheapest start that fits (of cost

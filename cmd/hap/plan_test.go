@@ -256,11 +256,7 @@ func TestDemoPlanBeatsTheBaselines(t *testing.T) {
 // device. dp-cp gives two RTX 4090s (fast, 24 GB) four times an A100's
 // samples of bert-base: both 4090s are over, the A100s are not.
 func TestPlanSaysWhenAStrategyDoesNotFit(t *testing.T) {
-	dir := t.TempDir()
-	mix := filepath.Join(dir, "mix.yaml")
-	if err := os.WriteFile(mix, []byte("name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\n  - {name: b, device: A100-80GB, count: 2, intra: {class: nvlink, bandwidth: 300GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	const mix = "../../examples/clusters/fast-small-slow-big.yaml"
 	code, out, errs := runCLI("plan", "--model", "bert-base", "--cluster", mix, "--batch", "1024", "--strategy", "dp-cp")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
