@@ -15,18 +15,11 @@ import (
 	"hap/strategy"
 )
 
-// wideOnTwoT4s is one linear layer of in×out weights on two 16 GB T4s,
-// encoded, with data parallelism's choice: the weight, its gradient and
-// Adam's state replicated.
-func wideOnTwoT4s(t *testing.T, in, out int) (*ir.Graph, *encode.Encoding, *encode.Choice) {
+// encodeOn encodes g, under Adam, on the cluster a YAML document
+// describes, and returns the encoding with the cluster.
+func encodeOn(t *testing.T, g *ir.Graph, clusterYAML string) (*encode.Encoding, *cluster.Cluster) {
 	t.Helper()
-	b := ir.NewBuilder("wide", ir.Float32)
-	x := b.Input("x", ir.Float32, 8, in)
-	g, err := b.Finish(b.CrossEntropy(b.MatMul(x, b.Param("w", in, out)), b.Label("y", 8)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.ParseCluster([]byte("name: t4s\nnodes:\n  - {name: a, device: T4, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), "t4s.yaml")
+	c, err := cluster.ParseCluster([]byte(clusterYAML), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +31,37 @@ func wideOnTwoT4s(t *testing.T, in, out int) (*ir.Graph, *encode.Encoding, *enco
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := strategy.Build("dp-ev", g, c)
+	return e, c
+}
+
+// strategyChoice is a hand-written strategy's program for g on c, and its
+// choice in e.
+func strategyChoice(t *testing.T, g *ir.Graph, c *cluster.Cluster, e *encode.Encoding, name string) (*encode.Program, *encode.Choice) {
+	t.Helper()
+	p, err := strategy.Build(name, g, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp, ok := e.ChoiceOf(p)
+	ch, ok := e.ChoiceOf(p)
 	if !ok {
-		t.Fatal("dp-ev is not expressible")
+		t.Fatalf("%s is not expressible", name)
 	}
+	return p, ch
+}
+
+// wideOnTwoT4s is one linear layer of in×out weights on two 16 GB T4s,
+// encoded, with data parallelism's choice: the weight, its gradient and
+// Adam's state replicated.
+func wideOnTwoT4s(t *testing.T, in, out int) (*ir.Graph, *encode.Encoding, *encode.Choice) {
+	t.Helper()
+	b := ir.NewBuilder("wide", ir.Float32)
+	x := b.Input("x", ir.Float32, 8, in)
+	g, err := b.Finish(b.CrossEntropy(b.MatMul(x, b.Param("w", in, out)), b.Label("y", 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, c := encodeOn(t, g, "name: t4s\nnodes:\n  - {name: a, device: T4, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n")
+	_, dp := strategyChoice(t, g, c, e, "dp-ev")
 	return g, e, dp
 }
 
@@ -108,29 +124,11 @@ func tallOnAFastAndABigGPU(t *testing.T, batch int) (*ir.Graph, *encode.Encoding
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.ParseCluster([]byte("name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 1}\n  - {name: b, device: A100-80GB, count: 1}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), "mix.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.New(c, cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c := encodeOn(t, g, "name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 1}\n  - {name: b, device: A100-80GB, count: 1}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n")
 	var progs []*encode.Program
 	var chs []*encode.Choice
 	for _, name := range []string{"dp-cp", "dp-ev"} {
-		p, err := strategy.Build(name, g, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch, ok := e.ChoiceOf(p)
-		if !ok {
-			t.Fatalf("%s is not expressible", name)
-		}
+		p, ch := strategyChoice(t, g, c, e, name)
 		progs, chs = append(progs, p), append(chs, ch)
 	}
 	return g, e, progs, chs

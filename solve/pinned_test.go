@@ -4,12 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"hap/cluster"
-	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/solve/milp"
-	"hap/strategy"
 )
 
 // lengthsFor prices a group of devices at its even share, but a group's
@@ -27,26 +23,8 @@ func TestLengthsForFitsAGroupsFirstDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.ParseCluster([]byte("name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\n  - {name: b, device: A100-80GB, count: 2, intra: {class: nvlink, bandwidth: 300GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n"), "mix.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.New(c, cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strategy.Build("dp-ev", g, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, ok := e.ChoiceOf(p)
-	if !ok {
-		t.Fatal("dp-ev is not expressible")
-	}
+	e, c := encodeOn(t, g, "name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}\n  - {name: b, device: A100-80GB, count: 2, intra: {class: nvlink, bandwidth: 300GB/s}}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n")
+	_, dp := strategyChoice(t, g, c, e, "dp-ev")
 	even, err := e.Evaluate(dp)
 	if err != nil {
 		t.Fatalf("dp-ev: %v; the test needs a start that fits", err)
