@@ -3,6 +3,7 @@ package encode
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"hap/ir"
 	"hap/solve/milp"
@@ -793,9 +794,9 @@ func (e *Encoding) ChoiceFrom(v *MILPVars, x []float64) *Choice {
 	return ch
 }
 
-// groupTotal is the units device group g holds of a segment split as
+// GroupTotal is the units device group g holds of a segment split as
 // lengths: what the MILP's L column for the group is.
-func (e *Encoding) groupTotal(lengths []int, g int) int {
+func (e *Encoding) GroupTotal(lengths []int, g int) int {
 	total := 0
 	for _, d := range e.Groups[g] {
 		total += lengths[d]
@@ -811,6 +812,16 @@ func (e *Encoding) spreadInGroup(lengths []int, g, total int) {
 	}
 }
 
+// ShiftUnits returns one segment's lengths with k units moved from device
+// group from to group to, each group's units spread over its devices as
+// the MILP holds them (spreadInGroup).
+func (e *Encoding) ShiftUnits(lengths []int, from, to, k int) []int {
+	out := slices.Clone(lengths)
+	e.spreadInGroup(out, from, e.GroupTotal(lengths, from)-k)
+	e.spreadInGroup(out, to, e.GroupTotal(lengths, to)+k)
+	return out
+}
+
 // SpreadInGroups rewrites ch's lengths as the MILP holds them: each
 // device group's units spread evenly over its devices (spreadInGroup). A
 // choice decoded from the MILP is already so; another (a start, a random
@@ -818,7 +829,7 @@ func (e *Encoding) spreadInGroup(lengths []int, g, total int) {
 func (e *Encoding) SpreadInGroups(ch *Choice) {
 	for _, ls := range ch.Lengths {
 		for g := range e.Groups {
-			e.spreadInGroup(ls, g, e.groupTotal(ls, g))
+			e.spreadInGroup(ls, g, e.GroupTotal(ls, g))
 		}
 	}
 }
@@ -866,7 +877,7 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 	}
 	for s := range e.Segs {
 		for g, c := range v.L[s] {
-			pin(c, float64(e.groupTotal(ch.Lengths[s], g)))
+			pin(c, float64(e.GroupTotal(ch.Lengths[s], g)))
 		}
 	}
 	// The synchronisation binaries follow from the program alone.
@@ -923,7 +934,7 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 	}
 	for s := range e.Segs {
 		for g, c := range v.L[s] {
-			total := e.groupTotal(ch.Lengths[s], g)
+			total := e.GroupTotal(ch.Lengths[s], g)
 			st[c] = float64(total)
 			st[v.nz[s][g]] = b2f(total > 0)
 			if f := v.full[s][g]; f >= 0 {

@@ -46,6 +46,13 @@ type DeviceStats struct {
 // Fits reports whether the device's peak memory fits its capacity.
 func (s DeviceStats) Fits() bool { return s.PeakMemory <= s.Capacity }
 
+// Shortfall says what the device needs against what it has, for messages
+// about a device that does not fit: "device 0 (RTX-4090) needs 47.8 GB,
+// has 25.8 GB".
+func (s DeviceStats) Shortfall() string {
+	return fmt.Sprintf("device %d (%s) needs %.3g GB, has %.3g GB", s.Device, s.Type, float64(s.PeakMemory)/1e9, float64(s.Capacity)/1e9)
+}
+
 // Result is a simulated step.
 type Result struct {
 	// StepSeconds is when the last instruction of any device ends.

@@ -3,7 +3,6 @@ package solve
 import (
 	"context"
 	"math"
-	"slices"
 
 	"hap/encode"
 )
@@ -91,7 +90,7 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 		}
 		for si, ls := range cur.Lengths {
 			for from := range e.Groups {
-				have := groupTotal(e, ls, from)
+				have := e.GroupTotal(ls, from)
 				for to := range e.Groups {
 					if to == from {
 						continue
@@ -100,7 +99,7 @@ func FitMemory(ctx context.Context, e *encode.Encoding, starts []*encode.Choice)
 					// prices then moves in one step what unit steps
 					// would take hundreds of.
 					for k := have; k > 0; k /= 2 {
-						consider(fitMove{class: moveLengths, seg: si, lengths: shiftUnits(e, ls, from, to, k)})
+						consider(fitMove{class: moveLengths, seg: si, lengths: e.ShiftUnits(ls, from, to, k)})
 					}
 				}
 			}
@@ -147,27 +146,4 @@ func (m fitMove) swap(ch *encode.Choice) fitMove {
 	old := ch.Rule[m.class]
 	ch.Rule[m.class] = m.rule
 	return fitMove{class: m.class, rule: old}
-}
-
-// groupTotal is the units device group g holds of a segment's lengths.
-func groupTotal(e *encode.Encoding, lengths []int, g int) int {
-	total := 0
-	for _, d := range e.Groups[g] {
-		total += lengths[d]
-	}
-	return total
-}
-
-// shiftUnits returns lengths with k units moved from device group from to
-// group to, each group's units spread evenly over its devices as the
-// MILP holds them.
-func shiftUnits(e *encode.Encoding, lengths []int, from, to, k int) []int {
-	out := slices.Clone(lengths)
-	for _, gk := range [2][2]int{{from, -k}, {to, k}} {
-		g := gk[0]
-		for i, n := range encode.EvenLengths(groupTotal(e, lengths, g)+gk[1], len(e.Groups[g])) {
-			out[e.Groups[g][i]] = n
-		}
-	}
-	return out
 }

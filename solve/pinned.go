@@ -35,11 +35,7 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 	}
 	for s, cols := range vars.LengthColumns() {
 		for g, c := range cols {
-			total := 0
-			for _, d := range e.Groups[g] {
-				total += lengths[s][d]
-			}
-			pin(model, c, float64(total))
+			pin(model, c, float64(e.GroupTotal(lengths[s], g)))
 		}
 	}
 	// Isolated: with CBC's heuristics on, this solve has failed a Clp

@@ -138,7 +138,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	explainBottleneck(w, plan.FindBottleneck(g, res))
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
-			fmt.Fprintf(w, "OUT OF MEMORY: device %d (%s) needs %.3g GB, has %.3g GB\n", d.Device, d.Type, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
+			fmt.Fprintf(w, "OUT OF MEMORY: %s\n", d.Shortfall())
 		}
 	}
 
@@ -159,7 +159,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		fits := ""
 		for _, d := range res.Devices {
 			if !d.Fits() {
-				fits = fmt.Sprintf(", but it does not fit: device %d (%s) needs %.3g GB, has %.3g GB", d.Device, d.Type, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
+				fits = ", but it does not fit: " + d.Shortfall()
 				break
 			}
 		}

@@ -306,8 +306,7 @@ func outOfMemory(devs []sim.DeviceStats) string {
 	if worst < 0 {
 		return ""
 	}
-	w := devs[worst]
-	msg := fmt.Sprintf("OUT OF MEMORY: device %d (%s) needs %.3g GB, has %.3g GB", w.Device, w.Type, float64(w.PeakMemory)/1e9, float64(w.Capacity)/1e9)
+	msg := "OUT OF MEMORY: " + devs[worst].Shortfall()
 	switch {
 	case n == 2:
 		msg += ", and 1 more device is over"
