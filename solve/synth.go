@@ -43,6 +43,11 @@ type Options struct {
 	// strategies'): the cheapest under the encoding becomes the MIP start,
 	// so the result is never worse than any of them.
 	Starts []*encode.Program
+	// JointSolver solves the joint MILP; nil means CBC, in a child process
+	// while its heuristics run (they can abort inside Clp). Polish's
+	// smaller solves always use CBC. Tests set it to see the model the
+	// search hands over, or to make the solver fail.
+	JointSolver milp.Solver
 }
 
 // Result is a synthesized program and how it was found.
@@ -211,7 +216,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+noStartGrace)
 		defer cancel()
 	}
-	res, err := cbc.Solver{Isolated: !mo.NoHeuristics}.Solve(solveCtx, model, mo)
+	var joint milp.Solver = cbc.Solver{Isolated: !mo.NoHeuristics}
+	if opt.JointSolver != nil {
+		joint = opt.JointSolver
+	}
+	res, err := joint.Solve(solveCtx, model, mo)
 	if err != nil && solveCtx != ctx && solveCtx.Err() != nil && ctx.Err() == nil {
 		res, err = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
 	}

@@ -1,0 +1,185 @@
+package solve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+	"hap/models"
+	"hap/solve/milp"
+	"hap/solve/milp/cbc"
+	"hap/strategy"
+)
+
+// scriptedSolver stands in for the joint MILP's solver: it records the
+// model and options it is handed and answers as told, so that the tests
+// below reach the paths a real solver takes rarely (its process dying,
+// numerical trouble) and see what the search asks of it.
+type scriptedSolver struct {
+	answer func(*milp.Model) (*milp.Result, error)
+
+	mu     sync.Mutex
+	calls  int
+	models []*milp.Model
+	opts   []milp.Options
+}
+
+func (s *scriptedSolver) Solve(_ context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
+	s.mu.Lock()
+	s.calls++
+	s.models, s.opts = append(s.models, m), append(s.opts, opt)
+	s.mu.Unlock()
+	return s.answer(m)
+}
+
+// The joint MILP's start satisfies every row, so when the solver says the
+// model is infeasible — or its process dies — the polished start is the
+// plan: marked feasible, with no bound proven (gap 1) and the failure
+// recorded, never an error that would leave the user with no plan.
+func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(*milp.Model) (*milp.Result, error)
+		why    string
+	}{
+		{"infeasible", func(*milp.Model) (*milp.Result, error) { return &milp.Result{Status: milp.Infeasible}, nil },
+			"infeasible, though its start is a solution"},
+		{"process died", func(*milp.Model) (*milp.Result, error) {
+			return nil, fmt.Errorf("%w: signal: aborted", cbc.ErrSolverProcess)
+		}, "signal: aborted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+			solver := &scriptedSolver{answer: tc.answer}
+			res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: solver})
+			if err != nil {
+				t.Fatalf("Synthesize: %v", err)
+			}
+			if solver.calls != 1 {
+				t.Fatalf("the joint solver was asked %d times, want once", solver.calls)
+			}
+			if res.Status != "feasible" || res.Gap != 1 || res.Bound != 0 || !strings.Contains(res.SolverFailure, tc.why) {
+				t.Errorf("status %s, gap %g, bound %g, failure %q: want feasible, 1, 0 and a failure saying %q", res.Status, res.Gap, res.Bound, res.SolverFailure, tc.why)
+			}
+			// The plan is the start the solver was handed, priced as the
+			// encoding prices it.
+			if res.Start == nil {
+				t.Fatal("no start recorded")
+			}
+			start, ok := e.ChoiceOf(res.Start)
+			if !ok {
+				t.Fatal("the recorded start is not expressible")
+			}
+			want, err := e.Evaluate(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(res.Estimate.Seconds-want.Seconds) > 1e-12*want.Seconds || math.Abs(res.Objective-want.Seconds) > 1e-9*want.Seconds {
+				t.Errorf("plan %.9g s, objective %.9g s; the start costs %.9g s", res.Estimate.Seconds, res.Objective, want.Seconds)
+			}
+		})
+	}
+}
+
+// When the model's bytes exceed the devices' memory together no program
+// can fit, and Synthesize says so before building or solving any MILP.
+func TestNoPlanIsDecidedBeforeSolvingWhenTheModelExceedsTheCluster(t *testing.T) {
+	g, e, _ := wideOnTwoT4s(t, 16384, 4*65536)
+	solver := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) { return &milp.Result{Status: milp.Infeasible}, nil }}
+	_, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, JointSolver: solver})
+	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "in all") {
+		t.Fatalf("got %v, want ErrNoPlan saying what the model needs in all", err)
+	}
+	if solver.calls != 0 {
+		t.Errorf("the joint solver was asked %d times; the total alone decides", solver.calls)
+	}
+}
+
+// bert-base on paper-16 at batch 2560 fits its bytes once but no start
+// fits, even repaired. The joint MILP then has no start to bound the step
+// by: Synthesize bounds it by unfitStepFactor × the slowest start's step
+// (memory aside), runs only the feasibility pump, and puts a clock on the
+// solve; a solver that finds nothing within that gets "no plan within the
+// limits", naming the limit that stopped it.
+func TestNoStartFitsCapsTheStepAndBoundsTheSearch(t *testing.T) {
+	g, err := models.Load("bert-base", models.Options{Batch: 2560})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("paper-16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []*encode.Program
+	slowest := 0.0
+	ev := e.NewEvaluator()
+	for _, name := range strategy.Names() {
+		p, err := strategy.Build(name, g, c)
+		if err != nil {
+			continue
+		}
+		starts = append(starts, p)
+		if ch, ok := e.ChoiceOf(p); ok {
+			step, over, err := ev.Overflow(ch)
+			if err != nil || over == 0 {
+				t.Fatalf("%s: over by %g bytes (%v); the test needs starts that do not fit", name, over, err)
+			}
+			slowest = max(slowest, step)
+		}
+	}
+	if slowest == 0 {
+		t.Fatal("no start is expressible")
+	}
+	solver := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
+		return &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitNodes}, nil
+	}}
+	_, err = Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: starts, JointSolver: solver})
+	if !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("got %v, want ErrNoPlan", err)
+	}
+	for _, want := range []string{"even repaired", "stopped by node", "--time-limit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if solver.calls != 1 {
+		t.Fatalf("the joint solver was asked %d times, want once", solver.calls)
+	}
+	model, opt := solver.models[0], solver.opts[0]
+	step := -1
+	for j, col := range model.Cols {
+		if col.Name == "T" {
+			step = j
+		}
+	}
+	if step < 0 {
+		t.Fatal("the model has no step column T")
+	}
+	want := encode.MILPTimeUnit * unfitStepFactor * slowest
+	if got := model.Cols[step].Upper; math.Abs(got-want) > 1e-5*want {
+		t.Errorf("step bounded by %.6g, want %d × the slowest start %.6g = %.6g", got, unfitStepFactor, encode.MILPTimeUnit*slowest, want)
+	}
+	if opt.Start != nil {
+		t.Error("the solver was handed a start, though none fits")
+	}
+	if opt.PumpPasses != noStartPumpPasses || !opt.NoStrongBranching || opt.NoHeuristics || opt.TimeLimit != noStartTimeLimit {
+		t.Errorf("options: pump %d, no strong branching %v, no heuristics %v, time limit %v; want %d, true, false, %v",
+			opt.PumpPasses, opt.NoStrongBranching, opt.NoHeuristics, opt.TimeLimit, noStartPumpPasses, noStartTimeLimit)
+	}
+}
