@@ -133,20 +133,49 @@ func (r *Result) memoryCounters() []traceEvent {
 	return out
 }
 
-// WriteSummary writes the step time and a per-device table (seconds, GiB).
+// TimeUnit is the unit a table of times within a step of step seconds
+// reads best in, and how many of it make a second: seconds, or ms or µs
+// when the step is under 10 ms or 10 µs.
+func TimeUnit(step float64) (unit string, perSecond float64) {
+	switch {
+	case step > 0 && step < 1e-5:
+		return "µs", 1e6
+	case step > 0 && step < 1e-2:
+		return "ms", 1e3
+	}
+	return "s", 1
+}
+
+// WriteSummary writes the step time and a per-device table. Times are in
+// seconds, or in ms or µs when the step is under 10 ms or 10 µs (a tiny
+// model's step in seconds reads 0.000001); memory is in GiB, or MiB when no
+// device's peak reaches a GiB.
 func (r *Result) WriteSummary(w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "step time %.6f s\n", r.StepSeconds); err != nil {
+	unit, scale := TimeUnit(r.StepSeconds)
+	digits := 6
+	if unit != "s" {
+		digits = 4
+	}
+	mem, memScale := "GiB", float64(1<<30)
+	peak := int64(0)
+	for _, s := range r.Devices {
+		peak = max(peak, s.PeakMemory)
+	}
+	if peak < 1<<30 {
+		mem, memScale = "MiB", 1<<20
+	}
+	if _, err := fmt.Fprintf(w, "step time %.*f %s\n", digits, r.StepSeconds*scale, unit); err != nil {
 		return fmt.Errorf("writing summary: %w", err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "device\ttype\tcompute s\tcomm s\toverlap s\tidle s\tpeak GiB\tcapacity GiB\t")
+	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
 	for _, s := range r.Devices {
 		flag := ""
 		if !s.Fits() {
 			flag = " over"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.6f\t%.6f\t%.6f\t%.6f\t%.3f%s\t%.1f\t\n", s.Device, s.Type, s.Compute, s.Comm,
-			s.Overlap, s.Idle, float64(s.PeakMemory)/(1<<30), flag, float64(s.Capacity)/(1<<30))
+		fmt.Fprintf(tw, "%d\t%s\t%.*f\t%.*f\t%.*f\t%.*f\t%.3f%s\t%.1f\t\n", s.Device, s.Type, digits, s.Compute*scale, digits, s.Comm*scale,
+			digits, s.Overlap*scale, digits, s.Idle*scale, float64(s.PeakMemory)/memScale, flag, float64(s.Capacity)/memScale)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing summary: %w", err)

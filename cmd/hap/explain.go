@@ -12,6 +12,7 @@ import (
 	"hap/encode"
 	"hap/ir"
 	"hap/plan"
+	"hap/sim"
 	"hap/strategy"
 )
 
@@ -37,12 +38,12 @@ func runExplain(e *env, args []string) error {
 
 func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps bool) error {
 	g := in.Graph
-	fmt.Fprintf(w, "%s (%s params) on %s: %d devices, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, pl.Cluster.Devices, in.Cluster.Summary())
-	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %.4g s\n", pl.Options.Strategy, pl.Solver.Status, pl.Cost.StepSeconds)
+	fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
+	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds))
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
-		fmt.Fprintf(w, "solver: objective %.4g s, proven bound %.4g s, gap %.1f%%", s.Objective, s.Bound, 100*s.Gap)
+		fmt.Fprintf(w, "solver: objective %s, proven bound %s, gap %s", duration(s.Objective), duration(s.Bound), gapPercent(s.Gap))
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s", s.StoppedBy)
 		}
@@ -126,9 +127,17 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 
 	fmt.Fprintf(w, "\nPer device:\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "device\ttype\tcompute s\tcomm s\toverlap s\tidle s\tpeak GB\tcapacity GB\t")
+	unit, scale := sim.TimeUnit(pl.Cost.StepSeconds)
+	mem, perByte := "MB", 1e-6 // a tiny model's 4.62e-05 GB reads 0.0462 MB
 	for _, d := range pl.Cost.PerDevice {
-		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%.4g\t%.4g\t%.4g\t%.3g\t%.3g\t\n", d.Device, d.Type, d.Compute, d.Comm, d.Overlap, d.Idle, float64(d.PeakMemory)/1e9, float64(d.Capacity)/1e9)
+		if d.PeakMemory >= 1e9 {
+			mem, perByte = "GB", 1e-9
+		}
+	}
+	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
+	for _, d := range pl.Cost.PerDevice {
+		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f\t\n", d.Device, d.Type, d.Compute*scale, d.Comm*scale, d.Overlap*scale, d.Idle*scale,
+			float64(d.PeakMemory)*perByte, float64(d.Capacity)*perByte)
 	}
 	tw.Flush()
 	res, err := plan.Simulate(in, p)
@@ -163,7 +172,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 				break
 			}
 		}
-		fmt.Fprintf(w, "  %-6s %.4g s → this plan is %.2f× faster%s\n", base, res.StepSeconds, res.StepSeconds/pl.Cost.StepSeconds, fits)
+		fmt.Fprintf(w, "  %-6s %s → this plan is %.2f× faster%s\n", base, duration(res.StepSeconds), res.StepSeconds/pl.Cost.StepSeconds, fits)
 	}
 	return nil
 }
@@ -265,8 +274,8 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	if b.Comm > b.Compute {
 		stream = "communication"
 	}
-	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %.4g s of %.4g s; %s-bound (compute %.4g s, communication %.4g s)\n",
-		b.Device, b.Type, b.Busy, b.Step, stream, b.Compute, b.Comm)
+	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %s of %s; %s-bound (compute %s, communication %s)\n",
+		b.Device, b.Type, duration(b.Busy), duration(b.Step), stream, duration(b.Compute), duration(b.Comm))
 	if len(b.Sources) == 0 {
 		return
 	}

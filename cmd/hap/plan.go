@@ -108,14 +108,14 @@ func runPlan(e *env, args []string) error {
 		_, err := e.stdout.Write(data)
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s on %s (%d devices), %s: simulated step %.4g s", pl.Model.Name, pl.Cluster.Name, pl.Cluster.Devices, pl.Options.Strategy, pl.Cost.StepSeconds)
+	fmt.Fprintf(e.stdout, "%s on %s (%s), %s: simulated step %s", pl.Model.Name, pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), pl.Options.Strategy, duration(pl.Cost.StepSeconds))
 	if pl.Solver.Chosen != "" {
 		// A start the simulator found faster than the solver's plan (or
 		// the fastest fitting one, when the solver found none).
 		fmt.Fprintf(e.stdout, " (%s's program)", pl.Solver.Chosen)
 	}
 	if pl.Solver.Status != "heuristic" {
-		fmt.Fprintf(e.stdout, "; solver %s, objective %.4g s, bound %.4g s, gap %.2g%%", pl.Solver.Status, pl.Solver.Objective, pl.Solver.Bound, 100*pl.Solver.Gap)
+		fmt.Fprintf(e.stdout, "; solver %s, objective %s, bound %s, gap %s", pl.Solver.Status, duration(pl.Solver.Objective), duration(pl.Solver.Bound), gapPercent(pl.Solver.Gap))
 	}
 	if m.strategy == "" {
 		fmt.Fprintf(e.stdout, "; planned in %.3g s", took.Seconds())
