@@ -72,7 +72,8 @@ type collKey struct {
 type EncodeOptions struct {
 	Optimizer ir.Optimizer
 	// MemoryFraction of each device's memory plans may use (the rest is
-	// left to the framework, allocator slack and workspace).
+	// left to the framework, allocator slack and workspace); 0 means
+	// DefaultMemoryFraction.
 	MemoryFraction float64
 	// NoTie turns off tying of identical layers (for tests).
 	NoTie bool
@@ -145,6 +146,9 @@ var layerIndex = regexp.MustCompile(`layer[0-9]+\.`)
 func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Encoding, error) {
 	if opt.MemoryFraction == 0 {
 		opt.MemoryFraction = DefaultMemoryFraction
+	}
+	if !(opt.MemoryFraction > 0 && opt.MemoryFraction <= 1) {
+		return nil, fmt.Errorf("memory fraction %g: want a share of each device's memory in (0, 1]", opt.MemoryFraction)
 	}
 	if opt.Optimizer.Kind == "" {
 		opt.Optimizer = ir.Adam(1e-3)

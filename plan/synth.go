@@ -44,6 +44,12 @@ type SynthOptions struct {
 	// Simulated holds results already simulated for named strategies on
 	// these inputs (bench's baseline rows); Synthesize reuses them.
 	Simulated map[string]*sim.Result
+	// MemoryFraction is the share of each device's memory the planner's
+	// memory model may fill (0: encode.DefaultMemoryFraction); the rest
+	// is left for what it does not count (the CUDA context, workspace,
+	// the allocator's fragmentation). The plan's simulated peak must fit
+	// the whole memory, as any start's must.
+	MemoryFraction float64
 }
 
 // PaperShare is the percentage of the time limit Synthesize allows the
@@ -58,6 +64,9 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, err
+	}
+	if opt.MemoryFraction == 0 {
+		opt.MemoryFraction = encode.DefaultMemoryFraction
 	}
 	say := func(format string, args ...any) {
 		if opt.Progress != nil {
@@ -110,8 +119,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		simulated = map[string]*sim.Result{}
 	}
 	pre := make(chan map[string]*sim.Result, 1)
-	go func() { pre <- simulateUnpriced(in, m, baselines, simulated) }()
-	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, NodeLimit: nodes, Starts: starts})
+	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
+	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, NodeLimit: nodes, Starts: starts, MemoryFraction: opt.MemoryFraction})
 	maps.Copy(simulated, <-pre)
 	opt.Simulated = simulated
 	if errors.Is(err, solve.ErrNoPlan) {
@@ -134,7 +143,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(0.9, 'g', -1, 64)}},
+		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(opt.MemoryFraction, 'g', -1, 64)}},
 	}
 	if opt.WallTime {
 		sol.Seconds = res.Seconds
@@ -284,9 +293,9 @@ func priced(e *encode.Encoding, p *encode.Program) (float64, bool) {
 // cannot price (so that fasterStart will simulate them whatever the
 // solver's plan). A baseline that fails to simulate is left out:
 // fasterStart tries it again and passes over it.
-func simulateUnpriced(in *Inputs, m *cost.Model, baselines map[string]*encode.Program, done map[string]*sim.Result) map[string]*sim.Result {
+func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, baselines map[string]*encode.Program, done map[string]*sim.Result) map[string]*sim.Result {
 	out := map[string]*sim.Result{}
-	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer})
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: memoryFraction})
 	if err != nil {
 		return out
 	}

@@ -3,6 +3,7 @@ package solve
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,35 @@ func TestNoPlanWithinTheLimitsSaysSo(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
+	}
+}
+
+// A smaller memory fraction is a tighter capacity for every device: at
+// 1.5 M samples the 4090 holds dp-ev's half within 90% of its memory; at
+// 50% it must give samples to the A100, and the plan fits the half under
+// the encoding's memory model.
+func TestMemoryFractionBoundsEveryDevice(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 3<<19)
+	share := map[float64]int{}
+	for _, f := range []float64{0.9, 0.5} {
+		res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, MemoryFraction: f})
+		if err != nil {
+			t.Fatalf("fraction %g: %v", f, err)
+		}
+		for d, c := range res.Encoding.Capacity {
+			if want := f * float64(e.Model().Capacity(d)); math.Abs(c-want) > 1 {
+				t.Errorf("fraction %g: device %d's capacity in the encoding is %g, want %g", f, d, c, want)
+			}
+			if peak := res.Estimate.Memory[d]; peak > c {
+				t.Errorf("fraction %g: device %d peaks at %g bytes, over its %g", f, d, peak, c)
+			}
+		}
+		share[f] = res.Choice.Lengths[0][0]
+	}
+	if share[0.5] >= share[0.9] {
+		t.Errorf("the 4090 holds %d samples at 50%% of its memory and %d at 90%%: want fewer at 50%%", share[0.5], share[0.9])
+	}
+	if _, err := encode.Encode(g, CandidateSegments(g), e.Model(), encode.EncodeOptions{MemoryFraction: 1.2}); err == nil || !strings.Contains(err.Error(), "memory fraction 1.2") {
+		t.Errorf("a fraction of 1.2: %v, want an error naming it", err)
 	}
 }

@@ -37,6 +37,10 @@ type Options struct {
 	// NoAllToAll leaves all-to-all out of the search
 	// (encode.EncodeOptions.NoAllToAll).
 	NoAllToAll bool
+	// MemoryFraction is the share of each device's memory the plan may
+	// fill under the encoding's memory model; 0 means
+	// encode.DefaultMemoryFraction.
+	MemoryFraction float64
 	// Segments overrides the candidate segments (tests); nil derives them.
 	Segments []encode.Segment
 	// Starts are programs to start the search from (the hand-written
@@ -92,7 +96,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if segs == nil {
 		segs = CandidateSegments(g)
 	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll})
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, MemoryFraction: opt.MemoryFraction})
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ func runModels(e *env, args []string) error {
 	if len(args) > 0 && args[0] == "export" {
 		return runModelsExport(e, args[1:])
 	}
-	fs := flags(e, "models", "[--json]")
+	fs := flags(e, "models", "[--json]\n       hap models export NAME [--batch N] [--experts E] -o FILE   (a zoo model as graph JSON)")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"hap/cluster"
+	"hap/encode"
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
@@ -25,6 +26,7 @@ type modelFlags struct {
 	timeLimit           time.Duration
 	progress            io.Writer
 	nodeLimit           int
+	memoryFraction      float64
 	// recordTime records the solver's wall time in a synthesized plan
 	// (plan --record-time; always under --time-limit, whose plans
 	// depend on the machine's speed anyway).
@@ -35,6 +37,7 @@ func (m *modelFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	Float64Var(*float64, string, float64, string)
 }) {
 	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
 	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
@@ -44,6 +47,7 @@ func (m *modelFlags) register(fs interface {
 	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s); the plan then depends on the machine's speed")
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search", plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
+	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device: for a hard limit, set memory in the cluster file's overrides")
 }
 
 // build resolves the flags into a plan.
@@ -53,6 +57,9 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	}
 	if m.batch < 0 || m.experts < 0 || m.timeLimit < 0 || m.nodeLimit < 0 {
 		return nil, usageErr("--batch, --experts, --time-limit and --node-limit must be positive")
+	}
+	if !(m.memoryFraction > 0 && m.memoryFraction <= 1) {
+		return nil, usageErr("--memory-fraction %g: want a share of each device's memory, in (0, 1]", m.memoryFraction)
 	}
 	in, err := plan.LoadInputs(m.model, models.Options{Batch: m.batch, Experts: m.experts}, m.cluster)
 	if err != nil {
@@ -67,7 +74,12 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	}
 	if m.strategy == "" {
 		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0})
+			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction})
+	}
+	// The search's flags would be ignored by a hand-written strategy: say
+	// so rather than let the user believe they shaped the plan.
+	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction {
+		return nil, usageErr("--time-limit, --node-limit and --memory-fraction shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {

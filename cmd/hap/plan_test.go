@@ -99,6 +99,10 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"simulate"}, 2, "want one plan file"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--memory-fraction", "1.5"}, 2, "--memory-fraction 1.5"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--memory-fraction", "-0.1"}, 2, "--memory-fraction -0.1"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--node-limit", "5"}, 2, "built by hand"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--memory-fraction", "0.5"}, 2, "built by hand"},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)
@@ -182,6 +186,38 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 // The plan's solver.seconds is 0 unless asked for, so that the same
 // inputs give the same bytes; --record-time records it, and the summary
 // line gives the time either way.
+// The memory fraction the planner was given is recorded with the solver's
+// options, so that a plan says what headroom it was made for.
+func TestPlanRecordsTheMemoryFraction(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, "0.9"}, {[]string{"--memory-fraction", "0.75"}, "0.75"}} {
+		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "--json"}, tc.args...)
+		code, out, errs := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var doc struct {
+			Solver struct {
+				Options []struct{ Name, Version string } `json:"options"`
+			} `json:"solver"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, o := range doc.Solver.Options {
+			if o.Name == "memory-fraction" {
+				got = o.Version
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%v: memory-fraction recorded as %q, want %q (options %v)", tc.args, got, tc.want, doc.Solver.Options)
+		}
+	}
+}
+
 func TestPlanRecordsTheSolverTimeOnRequest(t *testing.T) {
 	for _, record := range []bool{false, true} {
 		args := []string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "--json"}
