@@ -97,3 +97,25 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 }
+
+func TestDurationReadsWithoutENotation(t *testing.T) {
+	for _, tc := range []struct {
+		s    float64
+		want string
+	}{
+		{0, "0 s"}, {2, "2.000 s"}, {0.8342, "0.8342 s"}, {0.01, "0.01000 s"}, {1234.56, "1235 s"},
+		{0.007021, "7.021 ms"}, {1.227e-6, "1.227 µs"}, {3e-9, "3.000 ns"},
+	} {
+		if got := duration(tc.s); got != tc.want {
+			t.Errorf("duration(%g) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		g    float64
+		want string
+	}{{7.2e-16, "0%"}, {0.595, "59.5%"}, {0.0025, "0.25%"}} {
+		if got := gapPercent(tc.g); got != tc.want {
+			t.Errorf("gapPercent(%g) = %q, want %q", tc.g, got, tc.want)
+		}
+	}
+}

@@ -103,20 +103,29 @@ func humanCount(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// duration writes seconds with four significant digits in a unit that
-// keeps them out of e-notation: seconds down to 10 ms (so that a step
-// reads "0.8342 s", as in the paper's tables), then ms, µs and ns (a tiny
-// model's step: "1.227 µs", not "1.227e-06 s").
+// duration writes seconds with four significant digits, trailing zeros
+// kept ("2.000 s", not "2 s"), in a unit that keeps them out of
+// e-notation: seconds down to 10 ms (so that a step reads "0.8342 s", as
+// in the paper's tables), then ms, µs and ns (a tiny model's step:
+// "1.227 µs", not "1.227e-06 s").
 func duration(s float64) string {
-	switch a := math.Abs(s); {
-	case a == 0 || a >= 1e-2:
-		return fmt.Sprintf("%.4g s", s)
-	case a >= 1e-5:
-		return fmt.Sprintf("%.4g ms", s*1e3)
-	case a >= 1e-8:
-		return fmt.Sprintf("%.4g µs", s*1e6)
+	sig := func(v float64, unit string) string {
+		if math.Abs(v) >= 1000 {
+			return fmt.Sprintf("%.0f %s", v, unit) // %#.4g would end "1235."
+		}
+		return fmt.Sprintf("%#.4g %s", v, unit)
 	}
-	return fmt.Sprintf("%.4g ns", s*1e9)
+	switch a := math.Abs(s); {
+	case a == 0:
+		return "0 s"
+	case a >= 1e-2:
+		return sig(s, "s")
+	case a >= 1e-5:
+		return sig(s*1e3, "ms")
+	case a >= 1e-8:
+		return sig(s*1e6, "µs")
+	}
+	return sig(s*1e9, "ns")
 }
 
 // gapPercent writes a relative gap as a percentage with three significant
