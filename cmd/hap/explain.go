@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -145,6 +147,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		return fmt.Errorf("simulating the plan: %w", err)
 	}
 	explainBottleneck(w, plan.FindBottleneck(g, res))
+	explainMemoryBound(w, pl)
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
 			fmt.Fprintf(w, "OUT OF MEMORY: %s\n", d.Shortfall())
@@ -352,4 +355,54 @@ func runs(vals []int, label func(int) string) string {
 		i = j
 	}
 	return strings.Join(parts, " ")
+}
+
+// Thresholds of explainMemoryBound.
+const (
+	// memoryBoundIdle: a device idle this share of the step could take
+	// more work, were it not for its memory.
+	memoryBoundIdle = 0.2
+	// memoryBoundFull: a device whose simulated peak is this share of
+	// what the planner may fill is at its limit (the planner's memory
+	// model and the simulator's differ by a few percent).
+	memoryBoundFull = 0.97
+)
+
+// explainMemoryBound names the devices of a synthesized plan that wait
+// much of the step at the planner's memory limit: their memory, not their
+// speed, sets their share (RTX 4090s beside A100-80GBs), which the
+// per-device table shows only to a reader who compares idle time with
+// peak against capacity × the memory fraction.
+func explainMemoryBound(w io.Writer, pl *plan.Plan) {
+	fraction := 0.0
+	for _, o := range pl.Solver.Options {
+		if o.Name == "memory-fraction" {
+			fraction, _ = strconv.ParseFloat(o.Version, 64)
+		}
+	}
+	if fraction <= 0 || pl.Cost.StepSeconds <= 0 {
+		return // a hand-written strategy: no planner chose its shares
+	}
+	var devs, types []string
+	idle, peak, capacity := 0.0, 0.0, 0.0
+	for _, d := range pl.Cost.PerDevice {
+		limit := fraction * float64(d.Capacity)
+		if d.Idle < memoryBoundIdle*pl.Cost.StepSeconds || float64(d.PeakMemory) < memoryBoundFull*limit {
+			continue
+		}
+		devs = append(devs, strconv.Itoa(d.Device))
+		if !slices.Contains(types, d.Type) {
+			types = append(types, d.Type)
+		}
+		idle, peak, capacity = max(idle, d.Idle), max(peak, float64(d.PeakMemory)), max(capacity, float64(d.Capacity))
+	}
+	if len(devs) == 0 {
+		return
+	}
+	noun := "device"
+	if len(devs) > 1 {
+		noun = "devices"
+	}
+	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g GB: their memory, not their speed, limits their share; a higher --memory-fraction (%g here) lets the planner give them more\n",
+		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak/1e9, capacity/1e9, fraction)
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"hap/plan"
+	"hap/sim"
 )
 
 // The acceptance matrix: hap verify passes for every tiny zoo
@@ -302,5 +305,30 @@ func TestPlanSaysWhenAStrategyDoesNotFit(t *testing.T) {
 	}
 	if code, out, _ := runCLI("plan", "--model", "bert-base", "--cluster", mix, "--batch", "512", "--strategy", "dp-ev"); code != 0 || strings.Contains(out, "MEMORY") {
 		t.Errorf("a plan that fits: exit %d, %q", code, out)
+	}
+}
+
+// explain names the devices that idle at their memory limit — a fast GPU
+// with little memory beside slow ones with much — and only those, and
+// says nothing of a hand-written strategy, whose shares no planner chose.
+func TestExplainNamesMemoryBoundDevices(t *testing.T) {
+	const gb = 1e9
+	pl := &plan.Plan{
+		Solver: plan.Solver{Status: "feasible", Options: []plan.Software{{Name: "memory-fraction", Version: "0.9"}}},
+		Cost: plan.Cost{StepSeconds: 2, PerDevice: []sim.DeviceStats{
+			{Device: 0, Type: "RTX-4090", Idle: 1.3, PeakMemory: 23.1 * gb, Capacity: 25.8 * gb},   // idle, at its limit
+			{Device: 1, Type: "RTX-4090", Idle: 1.3, PeakMemory: 12 * gb, Capacity: 25.8 * gb},     // idle with room: not memory-bound
+			{Device: 2, Type: "A100-SXM4-80GB", Idle: 0, PeakMemory: 77 * gb, Capacity: 85.9 * gb}, // full but busy
+		}},
+	}
+	var b strings.Builder
+	explainMemoryBound(&b, pl)
+	if got := b.String(); !strings.Contains(got, "memory-bound: device 0 (RTX-4090) idle up to 1.300 s (65% of the step)") || strings.Contains(got, "1,") || strings.Contains(got, "A100") {
+		t.Errorf("got %q, want device 0 alone named", got)
+	}
+	b.Reset()
+	pl.Solver = plan.Solver{Status: "heuristic"}
+	if explainMemoryBound(&b, pl); b.Len() != 0 {
+		t.Errorf("a hand-written strategy: %q, want nothing", b.String())
 	}
 }
