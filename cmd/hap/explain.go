@@ -45,7 +45,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
-		fmt.Fprintf(w, "solver: objective %s, proven bound %s, gap %s", duration(s.Objective), duration(s.Bound), gapPercent(s.Gap))
+		fmt.Fprintf(w, "solver: objective %s, proven bound %s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), gapPercent(s.Gap))
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s", s.StoppedBy)
 		}
@@ -175,7 +175,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 				break
 			}
 		}
-		fmt.Fprintf(w, "  %-6s %s → this plan is %.2f× faster%s\n", base, duration(res.StepSeconds), res.StepSeconds/pl.Cost.StepSeconds, fits)
+		fmt.Fprintf(w, "  %-6s %s → this plan is %.2f× faster%s\n", base, durationIn(res.StepSeconds, pl.Cost.StepSeconds), res.StepSeconds/pl.Cost.StepSeconds, fits)
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 		stream = "communication"
 	}
 	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %s of %s; %s-bound (compute %s, communication %s)\n",
-		b.Device, b.Type, duration(b.Busy), duration(b.Step), stream, duration(b.Compute), duration(b.Comm))
+		b.Device, b.Type, durationIn(b.Busy, b.Step), duration(b.Step), stream, durationIn(b.Compute, b.Step), durationIn(b.Comm, b.Step))
 	if len(b.Sources) == 0 {
 		return
 	}

@@ -119,3 +119,12 @@ func TestDurationReadsWithoutENotation(t *testing.T) {
 		}
 	}
 }
+
+func TestDurationsOfOneLineShareAUnit(t *testing.T) {
+	if got := durationIn(0.005193, 0.02939); got != "0.005193 s" {
+		t.Errorf("durationIn(0.005193, 0.02939) = %q, want seconds like the reference", got)
+	}
+	if got := durationIn(2.5e-4, 1.2e-3); got != "0.2500 ms" {
+		t.Errorf("durationIn(2.5e-4, 1.2e-3) = %q, want ms", got)
+	}
+}

@@ -108,17 +108,22 @@ func humanCount(n int64) string {
 // e-notation: seconds down to 10 ms (so that a step reads "0.8342 s", as
 // in the paper's tables), then ms, µs and ns (a tiny model's step:
 // "1.227 µs", not "1.227e-06 s").
-func duration(s float64) string {
+func duration(s float64) string { return durationIn(s, s) }
+
+// durationIn writes s as duration does, in the unit duration picks for
+// ref: the values of one line ("objective 0.02939 s, bound 0.005193 s")
+// share a unit.
+func durationIn(s, ref float64) string {
 	sig := func(v float64, unit string) string {
 		if math.Abs(v) >= 1000 {
 			return fmt.Sprintf("%.0f %s", v, unit) // %#.4g would end "1235."
 		}
 		return fmt.Sprintf("%#.4g %s", v, unit)
 	}
-	switch a := math.Abs(s); {
-	case a == 0:
+	switch a := math.Abs(ref); {
+	case s == 0:
 		return "0 s"
-	case a >= 1e-2:
+	case a >= 1e-2 || a == 0:
 		return sig(s, "s")
 	case a >= 1e-5:
 		return sig(s*1e3, "ms")

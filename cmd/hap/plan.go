@@ -127,7 +127,7 @@ func runPlan(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, " (%s's program)", pl.Solver.Chosen)
 	}
 	if pl.Solver.Status != "heuristic" {
-		fmt.Fprintf(e.stdout, "; solver %s, objective %s, bound %s, gap %s", pl.Solver.Status, duration(pl.Solver.Objective), duration(pl.Solver.Bound), gapPercent(pl.Solver.Gap))
+		fmt.Fprintf(e.stdout, "; solver %s, objective %s, bound %s, gap %s", pl.Solver.Status, durationIn(pl.Solver.Objective, pl.Cost.StepSeconds), durationIn(pl.Solver.Bound, pl.Cost.StepSeconds), gapPercent(pl.Solver.Gap))
 	}
 	if m.strategy == "" {
 		fmt.Fprintf(e.stdout, "; planned in %.3g s", took.Seconds())
