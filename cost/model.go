@@ -100,6 +100,9 @@ func New(c *cluster.Cluster, opt Options) (*Model, error) {
 			d.eff[class] = e
 		}
 		if dp, ok := prof.device(spec.Name); ok {
+			if err := plausible(dp, spec.Name, max(spec.FP32, spec.FP16), spec.MemBandwidth); err != nil {
+				return nil, fmt.Errorf("cost model for cluster %q: profile %s: %w", c.Name, prof.Source, err)
+			}
 			if dp.MemBandwidth > 0 {
 				d.memBW = dp.MemBandwidth
 			}
@@ -135,3 +138,30 @@ func (m *Model) Spec(dev int) cluster.DeviceSpec { return m.devs[dev].spec }
 
 // Capacity is the memory capacity of device dev in bytes.
 func (m *Model) Capacity(dev int) int64 { return m.devs[dev].memory }
+
+// measuredOverPeak is how far above a device's datasheet peak a measured
+// rate may be before it is refused: clocks boost past the datasheet's
+// figure by a few percent, never by a quarter; a rate beyond that is a
+// unit slip (TB/s for GB/s) or the profile of another device.
+const measuredOverPeak = 1.25
+
+// plausible checks one device type's measurements against its datasheet
+// (after the cluster file's overrides): achieved FLOP/s against the
+// larger of its FP32 and FP16 peaks, achieved memory bandwidth against
+// its own.
+func plausible(dp DeviceProfile, device string, peakFLOPS, peakBW float64) error {
+	classes := make([]string, 0, len(dp.Classes))
+	for class := range dp.Classes {
+		classes = append(classes, class)
+	}
+	sort.Strings(classes) // report the first bad one deterministically
+	for _, class := range classes {
+		if f := dp.Classes[class].FLOPS; peakFLOPS > 0 && f > measuredOverPeak*peakFLOPS {
+			return fmt.Errorf("devices.%s.classes.%s: %.4g TFLOPS measured, above the device's peak of %.4g TFLOPS (a unit slip, or another device's profile?)", device, class, f/1e12, peakFLOPS/1e12)
+		}
+	}
+	if bw := dp.MemBandwidth; peakBW > 0 && bw > measuredOverPeak*peakBW {
+		return fmt.Errorf("devices.%s.mem_bandwidth: %.4g GB/s measured, above the device's %.4g GB/s (a unit slip, or another device's profile?)", device, bw/1e9, peakBW/1e9)
+	}
+	return nil
+}

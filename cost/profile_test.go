@@ -121,3 +121,29 @@ func FuzzParseProfile(f *testing.F) {
 		}
 	})
 }
+
+// A measured rate far above the datasheet is a unit slip or another
+// device's profile: refused with the field, the figure and the peak, not
+// planned with.
+func TestProfileRatesAbovePeakAreRefused(t *testing.T) {
+	c := &cluster.Cluster{Name: "x", Nodes: []cluster.Node{{Name: "a", Device: "T4", Count: 1}}}
+	for _, tc := range []struct {
+		name string
+		dp   DeviceProfile
+		want string // "" means accepted
+	}{
+		{"matmul TFLOPS for GFLOPS", DeviceProfile{Classes: map[string]ClassProfile{ClassMatmul: {FLOPS: 65e15}}}, "devices.T4.classes.matmul: 6.5e+04 TFLOPS measured, above the device's peak of 65 TFLOPS"},
+		{"bandwidth TB/s for GB/s", DeviceProfile{MemBandwidth: 300e12}, "devices.T4.mem_bandwidth: 3e+05 GB/s measured"},
+		{"FP16 tensor-core rate", DeviceProfile{Classes: map[string]ClassProfile{ClassMatmul: {FLOPS: 60e12}}}, ""},
+		{"boost clock above the datasheet", DeviceProfile{MemBandwidth: 330e9}, ""},
+	} {
+		p := &Profile{Source: "p.yaml", Devices: map[string]DeviceProfile{"T4": tc.dp}}
+		_, err := New(c, Options{Profile: p})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p.yaml")):
+			t.Errorf("%s: %v, want an error naming p.yaml and %q", tc.name, err, tc.want)
+		}
+	}
+}
