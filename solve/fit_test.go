@@ -113,6 +113,32 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 	}
 }
 
+// bertBaseOnPaper16 is bert-base at the batch given, the paper's 16-GPU
+// cluster with its cost model, and every hand-written strategy that
+// builds for them.
+func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*encode.Program) {
+	t.Helper()
+	g, err := models.Load("bert-base", models.Options{Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("paper-16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []*encode.Program
+	for _, name := range strategy.Names() {
+		if p, err := strategy.Build(name, g, c); err == nil {
+			starts = append(starts, p)
+		}
+	}
+	return g, c, m, starts
+}
+
 // tallOnAFastAndABigGPU is one linear layer over batch samples of 4096
 // features — activations, not weights, fill the memory — on an RTX 4090
 // (24 GB, 4× an A100's FP32) and an A100-80GB, encoded, with dp-cp's and
@@ -230,25 +256,8 @@ func TestFasterStartsOverMemoryAreRepaired(t *testing.T) {
 // the solver decides, Synthesize says that it stopped, how to search
 // longer, and the closest program — not that no plan exists.
 func TestNoPlanWithinTheLimitsSaysSo(t *testing.T) {
-	g, err := models.Load("bert-base", models.Options{Batch: 2560})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Load("paper-16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.New(c, cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, g, c); err == nil {
-			starts = append(starts, p)
-		}
-	}
-	_, err = Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), TimeLimit: time.Millisecond, Starts: starts})
+	g, _, m, starts := bertBaseOnPaper16(t, 2560)
+	_, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), TimeLimit: time.Millisecond, Starts: starts})
 	if !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("got %v, want ErrNoPlan", err)
 	}
