@@ -293,7 +293,7 @@ func TestMemoryFractionBoundsEveryDevice(t *testing.T) {
 	if share[0.5] >= share[0.9] {
 		t.Errorf("the 4090 holds %d samples at 50%% of its memory and %d at 90%%: want fewer at 50%%", share[0.5], share[0.9])
 	}
-	if _, err := encode.Encode(g, CandidateSegments(g), e.Model(), encode.EncodeOptions{MemoryFraction: 1.2}); err == nil || !strings.Contains(err.Error(), "memory fraction 1.2") {
-		t.Errorf("a fraction of 1.2: %v, want an error naming it", err)
+	if _, err := encode.Encode(g, CandidateSegments(g), e.Model(), encode.EncodeOptions{MemoryFraction: -0.5}); err == nil || !strings.Contains(err.Error(), "memory fraction -0.5") {
+		t.Errorf("a fraction of -0.5: %v, want an error naming it", err)
 	}
 }
