@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 
 	"hap/cluster"
 	"hap/cost"
@@ -142,6 +143,22 @@ type Solver struct {
 type Software struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+}
+
+// MemoryFractionOption names, in Solver.Options, the share of each
+// device's memory the planner's memory model could fill.
+const MemoryFractionOption = "memory-fraction"
+
+// MemoryFraction is the memory fraction a synthesized plan was made
+// under; false for a hand-written strategy's plan, which records none.
+func (s Solver) MemoryFraction() (float64, bool) {
+	for _, o := range s.Options {
+		if o.Name == MemoryFractionOption {
+			f, err := strconv.ParseFloat(o.Version, 64)
+			return f, err == nil && f > 0
+		}
+	}
+	return 0, false
 }
 
 // Inputs bundle what a plan is made from.

@@ -143,7 +143,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {"memory-fraction", strconv.FormatFloat(opt.MemoryFraction, 'g', -1, 64)}},
+		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {MemoryFractionOption, strconv.FormatFloat(opt.MemoryFraction, 'g', -1, 64)}},
 	}
 	if opt.WallTime {
 		sol.Seconds = res.Seconds

@@ -133,11 +133,14 @@ func (r *Result) memoryCounters() []traceEvent {
 	return out
 }
 
-// TimeUnit is the unit a table of times within a step of step seconds
-// reads best in, and how many of it make a second: seconds, or ms or µs
-// when the step is under 10 ms or 10 µs.
+// TimeUnit is the unit times within a step of step seconds read best in,
+// and how many of it make a second: seconds, or ms, µs or ns when the
+// step is under 10 ms, 10 µs or 10 ns.
 func TimeUnit(step float64) (unit string, perSecond float64) {
+	step = math.Abs(step)
 	switch {
+	case step > 0 && step < 1e-8:
+		return "ns", 1e9
 	case step > 0 && step < 1e-5:
 		return "µs", 1e6
 	case step > 0 && step < 1e-2:

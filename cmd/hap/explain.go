@@ -374,13 +374,8 @@ const (
 // per-device table shows only to a reader who compares idle time with
 // peak against capacity × the memory fraction.
 func explainMemoryBound(w io.Writer, pl *plan.Plan) {
-	fraction := 0.0
-	for _, o := range pl.Solver.Options {
-		if o.Name == "memory-fraction" {
-			fraction, _ = strconv.ParseFloat(o.Version, 64)
-		}
-	}
-	if fraction <= 0 || pl.Cost.StepSeconds <= 0 {
+	fraction, ok := pl.Solver.MemoryFraction()
+	if !ok || pl.Cost.StepSeconds <= 0 {
 		return // a hand-written strategy: no planner chose its shares
 	}
 	var devs, types []string

@@ -9,6 +9,7 @@ import (
 
 	"hap/ir"
 	"hap/models"
+	"hap/sim"
 )
 
 func runModels(e *env, args []string) error {
@@ -114,23 +115,14 @@ func duration(s float64) string { return durationIn(s, s) }
 // ref: the values of one line ("objective 0.02939 s, bound 0.005193 s")
 // share a unit.
 func durationIn(s, ref float64) string {
-	sig := func(v float64, unit string) string {
-		if math.Abs(v) >= 1000 {
-			return fmt.Sprintf("%.0f %s", v, unit) // %#.4g would end "1235."
-		}
+	if s == 0 {
+		return "0 s"
+	}
+	unit, perSecond := sim.TimeUnit(ref)
+	if v := s * perSecond; math.Abs(v) < 1000 {
 		return fmt.Sprintf("%#.4g %s", v, unit)
 	}
-	switch a := math.Abs(ref); {
-	case s == 0:
-		return "0 s"
-	case a >= 1e-2 || a == 0:
-		return sig(s, "s")
-	case a >= 1e-5:
-		return sig(s*1e3, "ms")
-	case a >= 1e-8:
-		return sig(s*1e6, "µs")
-	}
-	return sig(s*1e9, "ns")
+	return fmt.Sprintf("%.0f %s", s*perSecond, unit) // %#.4g would end "1235."
 }
 
 // gapPercent writes a relative gap as a percentage with three significant
