@@ -3,6 +3,7 @@ package encode
 import (
 	"fmt"
 
+	"hap/cost"
 	"hap/ir"
 )
 
@@ -177,7 +178,8 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		}
 		br.Memory[d] = e.peakMemory(ch, ml, d)
 		if checkCapacity && br.Memory[d] > e.Capacity[d] {
-			return fmt.Errorf("%w: device %d needs %.4g GB, has %.4g GB", ErrInfeasibleChoice, d, br.Memory[d]/1e9, e.Capacity[d]/1e9)
+			unit, per := cost.ByteUnit(max(br.Memory[d], e.Capacity[d]))
+			return fmt.Errorf("%w: device %d needs %.4g %s, has %.4g %s", ErrInfeasibleChoice, d, br.Memory[d]*per, unit, e.Capacity[d]*per, unit)
 		}
 	}
 	br.Seconds = e.stepSeconds(coll, terms, reps, arena, &s.timeline)

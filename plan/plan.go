@@ -149,11 +149,22 @@ type Software struct {
 // device's memory the planner's memory model could fill.
 const MemoryFractionOption = "memory-fraction"
 
-// MemoryFraction is the memory fraction a synthesized plan was made
-// under; false for a hand-written strategy's plan, which records none.
-func (s Solver) MemoryFraction() (float64, bool) {
+// MemoryRetryOption names, in Solver.Options, the smaller memory fraction
+// the plan was solved again under after the simulator found that the plan
+// made under MemoryFractionOption's did not fit; absent when it did.
+const MemoryRetryOption = "memory-fraction-retried"
+
+// MemoryFraction is the memory fraction a synthesized plan was asked for;
+// false for a hand-written strategy's plan, which records none.
+func (s Solver) MemoryFraction() (float64, bool) { return s.fractionOption(MemoryFractionOption) }
+
+// RetriedFraction is the smaller memory fraction the plan was solved
+// again under (MemoryRetryOption); false when the first plan fitted.
+func (s Solver) RetriedFraction() (float64, bool) { return s.fractionOption(MemoryRetryOption) }
+
+func (s Solver) fractionOption(name string) (float64, bool) {
 	for _, o := range s.Options {
-		if o.Name == MemoryFractionOption {
+		if o.Name == name {
 			f, err := strconv.ParseFloat(o.Version, 64)
 			return f, err == nil && f > 0
 		}

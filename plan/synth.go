@@ -120,7 +120,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	}
 	pre := make(chan map[string]*sim.Result, 1)
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
-	res, err := solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: solveLimit, NodeLimit: nodes, Starts: starts, MemoryFraction: opt.MemoryFraction})
+	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
+		return solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction})
+	}
+	solveStart := time.Now()
+	res, err := solveAt(opt.MemoryFraction, solveLimit)
 	maps.Copy(simulated, <-pre)
 	opt.Simulated = simulated
 	if errors.Is(err, solve.ErrNoPlan) {
@@ -135,7 +139,107 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
-	say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
+	fraction := opt.MemoryFraction
+	var best *Plan
+	var sol Solver
+	for retry := 0; ; retry++ {
+		say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
+		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction, opt.WallTime)
+		if sol.StoppedBy == "solver failure" {
+			say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)
+		}
+		if res.Start != nil {
+			// The MILP's start competes too: where the timeline misjudges a
+			// program, the simulator may find it faster than the MILP's plan.
+			baselines[PolishedStart] = res.Start
+		}
+		say("simulating the plan and the %d baselines", len(baselines))
+		if best, err = Build(in, res.Program, "hap", sol); err != nil {
+			return nil, err
+		}
+		if fits(best.Cost.PerDevice) || retry == fitRetries {
+			break
+		}
+		// The encoding's memory model matches the simulator's to a few
+		// percent on realistic plans (TestPlannerCostMatchesSimulator)
+		// and the share of memory it leaves free absorbs that, but it
+		// does not count transient copies (TestPlannerMemoryOnRandomPrograms),
+		// and a user may leave it no room (--memory-fraction 1). A plan
+		// that does not fit is solved again with the fraction scaled by
+		// what the simulator found over the estimate; only when that
+		// fails do the starts answer.
+		next, ok := tighterFraction(fraction, res.Estimate, best.Cost.PerDevice)
+		left := time.Duration(0)
+		if limit > 0 {
+			if left = solveLimit - time.Since(solveStart); left <= 0 {
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+		say("the solver's plan does not fit in memory when simulated (%s); solving again with memory fraction %.3g", overMemory(best.Cost.PerDevice), next)
+		again, err := solveAt(next, left)
+		if err != nil {
+			say("solving again found no plan (%v)", err)
+			break
+		}
+		res, fraction = again, next
+	}
+	screen := func(p *encode.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
+	if !fits(best.Cost.PerDevice) {
+		say("the solver's plan does not fit in memory when simulated; trying the starts")
+		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
+			return alt, nil
+		}
+		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, overMemory(best.Cost.PerDevice))
+	}
+	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+}
+
+// fitRetries is how many times Synthesize solves again, each time with a
+// smaller memory fraction, when the simulator finds that the solver's plan
+// does not fit. One is usually enough (the new fraction is scaled by the
+// overshoot measured); a second covers a plan whose transients differ.
+const fitRetries = 2
+
+// fitRetryMargin is taken off the scaled fraction so that the next plan,
+// whose ratio of simulated to estimated memory is not exactly the last
+// one's, is not over again by a rounding.
+const fitRetryMargin = 0.01
+
+// minRetryFraction is the smallest memory fraction a retry asks for: below
+// it, the estimate and the simulator disagree by more than a fraction
+// can correct, and the starts answer instead.
+const minRetryFraction = 0.2
+
+// tighterFraction is the memory fraction to solve again with after the
+// plan estimated as est was simulated as devs and did not fit: for every
+// device over its capacity, the fraction under which est's estimate scaled
+// by the simulator's overshoot (peak/estimate) would fit, less
+// fitRetryMargin. It is always below fraction (an overflowing device's
+// estimate was within fraction of its capacity); false when it would fall
+// under minRetryFraction or the estimate is missing.
+func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceStats) (float64, bool) {
+	if est == nil || len(est.Memory) != len(devs) {
+		return 0, false
+	}
+	next := fraction
+	for d, st := range devs {
+		if st.Fits() {
+			continue
+		}
+		next = min(next, est.Memory[d]/float64(st.PeakMemory))
+	}
+	next *= 1 - fitRetryMargin
+	return next, next >= minRetryFraction
+}
+
+// solverRecord is the plan's account of the joint solve res: its status,
+// objective, bound and gap, what stopped it, and the options that shaped
+// it. fraction is the memory fraction asked for and solvedAt the one res
+// was solved under (smaller after a plan that did not fit).
+func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64, wallTime bool) Solver {
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
 		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
@@ -143,56 +247,46 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", in.Optimizer.Kind}, {MemoryFractionOption, strconv.FormatFloat(opt.MemoryFraction, 'g', -1, 64)}},
+		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}},
 	}
-	if opt.WallTime {
+	if solvedAt != fraction {
+		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
+	}
+	if wallTime {
 		sol.Seconds = res.Seconds
 	}
 	switch {
 	case res.SolverFailure != "":
 		// The plan is the polished start; no bound was proven.
-		say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)
 		sol.StoppedBy = "solver failure"
 	case res.TimeLimited:
 		sol.StoppedBy = "time limit"
 	case res.StoppedBy != milp.LimitNone:
 		sol.StoppedBy = res.StoppedBy.String()
 	}
-	if res.Start != nil {
-		// The MILP's start competes too: where the timeline misjudges a
-		// program, the simulator may find it faster than the MILP's plan.
-		baselines[PolishedStart] = res.Start
-	}
-	say("simulating the plan and the %d baselines", len(baselines))
-	best, err := Build(in, res.Program, "hap", sol)
-	if err != nil {
-		return nil, err
-	}
-	screen := func(p *encode.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
-	if !fits(best.Cost.PerDevice) {
-		// The encoding's memory model matches the simulator's to a few
-		// percent on realistic plans (TestPlannerCostMatchesSimulator)
-		// and the 10% it leaves free absorbs that, but it does not count
-		// transient copies (TestPlannerMemoryOnRandomPrograms): should a
-		// plan not fit, a start that does is the answer.
-		say("the solver's plan does not fit in memory when simulated; trying the starts")
-		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
-			return alt, nil
-		}
-		return nil, fmt.Errorf("%w: %s", solve.ErrNoPlan, overMemory(best.Cost.PerDevice))
-	}
-	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+	return sol
 }
+
+// overMemoryNamed is how many devices overMemory names before it counts
+// the rest: on 64 GPUs, a line per device would bury the message.
+const overMemoryNamed = 3
 
 // overMemory names the devices whose simulated peak exceeds capacity.
 func overMemory(devs []sim.DeviceStats) string {
 	var out []string
-	for d, st := range devs {
-		if !st.Fits() {
-			out = append(out, fmt.Sprintf("device %d needs %.3g GB, has %.3g GB", d, float64(st.PeakMemory)/1e9, float64(st.Capacity)/1e9))
+	over := 0
+	for _, st := range devs {
+		if st.Fits() {
+			continue
+		}
+		if over++; over <= overMemoryNamed {
+			out = append(out, st.Shortfall())
 		}
 	}
-	return "the solver's plan does not fit when simulated: " + strings.Join(out, "; ")
+	if over > overMemoryNamed {
+		out = append(out, fmt.Sprintf("%d more", over-overMemoryNamed))
+	}
+	return strings.Join(out, "; ")
 }
 
 // fasterStart is the plan of the fastest start (hand-written strategy or

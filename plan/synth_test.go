@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
+	"hap/sim"
 	"hap/solve"
 	"hap/strategy"
 )
@@ -226,4 +228,57 @@ func synthesizeAndVerify(t *testing.T, name string, opt models.Options) *Plan {
 		t.Errorf("%s: relative error %.3g", name, rep.Max())
 	}
 	return pl
+}
+
+// When the simulator finds that the solver's plan does not fit (the memory
+// model leaves out transient copies, and --memory-fraction 1 leaves it no
+// room for them), the plan is solved again under a memory fraction scaled
+// by the overshoot, and that plan, not a start, is the answer.
+func TestPlanThatDoesNotFitIsSolvedAgain(t *testing.T) {
+	in, err := LoadInputs("vit-tiny", models.Options{Batch: 64}, "testdata/tight.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	pl, err := Synthesize(context.Background(), in, SynthOptions{MemoryFraction: 1, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "does not fit in memory when simulated") {
+		t.Fatalf("the first plan fitted; the test needs one that does not:\n%s", progress.String())
+	}
+	if !fits(pl.Cost.PerDevice) {
+		t.Fatalf("the plan does not fit: %s", overMemory(pl.Cost.PerDevice))
+	}
+	if pl.Solver.Chosen != "" {
+		t.Errorf("the plan is the start %s, not the plan solved again", pl.Solver.Chosen)
+	}
+	asked, _ := pl.Solver.MemoryFraction()
+	retried, ok := pl.Solver.RetriedFraction()
+	if asked != 1 || !ok || retried >= 1 || retried < minRetryFraction {
+		t.Errorf("memory fractions asked %g, retried %g (%v); want 1 and one in [%g, 1)", asked, retried, ok, minRetryFraction)
+	}
+}
+
+// tighterFraction scales the fraction by the worst overflowing device's
+// estimate over its simulated peak, less the margin, and gives up on
+// estimates too far off to correct.
+func TestTighterFraction(t *testing.T) {
+	devs := []sim.DeviceStats{
+		{Device: 0, PeakMemory: 90, Capacity: 100},  // fits: ignored
+		{Device: 1, PeakMemory: 110, Capacity: 100}, // estimated 99: 0.9
+		{Device: 2, PeakMemory: 105, Capacity: 100}, // estimated 100: 0.952
+	}
+	est := &encode.Breakdown{Memory: []float64{50, 99, 100}}
+	got, ok := tighterFraction(1, est, devs)
+	if want := 0.9 * (1 - fitRetryMargin); !ok || math.Abs(got-want) > 1e-12 {
+		t.Errorf("tighterFraction = %g, %v; want %g", got, ok, want)
+	}
+	est.Memory[1] = 10 // the simulator found 11× the estimate
+	if got, ok := tighterFraction(1, est, devs); ok {
+		t.Errorf("an estimate 11× off gave fraction %g; want none", got)
+	}
+	if _, ok := tighterFraction(1, nil, devs); ok {
+		t.Error("no estimate gave a fraction")
+	}
 }

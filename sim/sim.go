@@ -50,7 +50,8 @@ func (s DeviceStats) Fits() bool { return s.PeakMemory <= s.Capacity }
 // about a device that does not fit: "device 0 (RTX-4090) needs 47.8 GB,
 // has 25.8 GB".
 func (s DeviceStats) Shortfall() string {
-	return fmt.Sprintf("device %d (%s) needs %.3g GB, has %.3g GB", s.Device, s.Type, float64(s.PeakMemory)/1e9, float64(s.Capacity)/1e9)
+	unit, per := cost.ByteUnit(float64(max(s.PeakMemory, s.Capacity)))
+	return fmt.Sprintf("device %d (%s) needs %.3g %s, has %.3g %s", s.Device, s.Type, float64(s.PeakMemory)*per, unit, float64(s.Capacity)*per, unit)
 }
 
 // Result is a simulated step.

@@ -321,3 +321,19 @@ func BenchmarkRunDataParallel(b *testing.B) {
 		}
 	}
 }
+
+// A shortfall reads in the unit of its figures: GB on a GPU, MB for a
+// tiny model on a cluster with overridden memory.
+func TestShortfallUnits(t *testing.T) {
+	for _, c := range []struct {
+		s    DeviceStats
+		want string
+	}{
+		{DeviceStats{Device: 0, Type: "V100", PeakMemory: 17349143396, Capacity: 17179869184}, "device 0 (V100) needs 17.3 GB, has 17.2 GB"},
+		{DeviceStats{Device: 2, Type: "P100", PeakMemory: 421000, Capacity: 400000}, "device 2 (P100) needs 0.421 MB, has 0.4 MB"},
+	} {
+		if got := c.s.Shortfall(); got != c.want {
+			t.Errorf("Shortfall() = %q, want %q", got, c.want)
+		}
+	}
+}

@@ -311,6 +311,7 @@ func usableMemory(e *encode.Encoding) float64 {
 // bound on it (an earlier message said "device 16 needs at least …").
 func explainInfeasible(e *encode.Encoding, closest *encode.Choice, stepCap float64) string {
 	need, usable := e.MinimumTotalMemory(), usableMemory(e)
+	unit, per := cost.ByteUnit(max(need, usable))
 	if need > usable {
 		type alike struct {
 			name string
@@ -332,17 +333,18 @@ func explainInfeasible(e *encode.Encoding, closest *encode.Choice, stepCap float
 		var has []string
 		for _, r := range runs {
 			if r.last > r.first {
-				has = append(has, fmt.Sprintf("devices %d–%d (%s) %.3g GB each", r.first, r.last, r.name, r.have/1e9))
+				has = append(has, fmt.Sprintf("devices %d–%d (%s) %.3g %s each", r.first, r.last, r.name, r.have*per, unit))
 			} else {
-				has = append(has, fmt.Sprintf("device %d (%s) %.3g GB", r.first, r.name, r.have/1e9))
+				has = append(has, fmt.Sprintf("device %d (%s) %.3g %s", r.first, r.name, r.have*per, unit))
 			}
 		}
-		return fmt.Sprintf("the model needs at least %.4g GB in all (parameters with their optimizer state, and the larger of the activations kept for backward and the gradients, each held once on some device) but the cluster has %.4g GB usable: %s",
-			need/1e9, usable/1e9, strings.Join(has, ", "))
+		return fmt.Sprintf("the model needs at least %.4g %s in all (parameters with their optimizer state, and the larger of the activations kept for backward and the gradients, each held once on some device) but the cluster has %.4g %s usable: %s",
+			need*per, unit, usable*per, unit, strings.Join(has, ", "))
 	}
-	why := fmt.Sprintf("the cluster could hold the model once (at least %.4g GB of %.4g GB usable), but no program fits every device's memory at once", need/1e9, usable/1e9)
+	held := fmt.Sprintf("the cluster could hold the model once (at least %.4g %s of %.4g %s usable)", need*per, unit, usable*per, unit)
+	why := held + ", but no program fits every device's memory at once"
 	if stepCap > 0 {
-		why = fmt.Sprintf("the cluster could hold the model once (at least %.4g GB of %.4g GB usable), but no program of at most %.4g s per step (%g× the slowest of the strategies it started from) fits every device's memory at once", need/1e9, usable/1e9, stepCap, float64(unfitStepFactor))
+		why = fmt.Sprintf("%s, but no program of at most %.4g s per step (%g× the slowest of the strategies it started from) fits every device's memory at once", held, stepCap, float64(unfitStepFactor))
 	}
 	if c := closestOver(e, closest); c != "" {
 		why += ": " + c
@@ -366,7 +368,8 @@ func closestOver(e *encode.Encoding, closest *encode.Choice) string {
 			d = i
 		}
 	}
-	return fmt.Sprintf("the closest program found needs %.3g GB on device %d (%s), which has %.3g GB usable", mem[d]/1e9, d, e.Model().Spec(d).Name, e.Capacity[d]/1e9)
+	unit, per := cost.ByteUnit(max(mem[d], e.Capacity[d]))
+	return fmt.Sprintf("the closest program found needs %.3g %s on device %d (%s), which has %.3g %s usable", mem[d]*per, unit, d, e.Model().Spec(d).Name, e.Capacity[d]*per, unit)
 }
 
 // CandidateSegments derives the units the planner may split: the batch

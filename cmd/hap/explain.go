@@ -45,10 +45,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
-		fmt.Fprintf(w, "solver: objective %s, proven bound %s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), gapPercent(s.Gap))
+		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), boundCaveat(pl), gapPercent(s.Gap))
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s", s.StoppedBy)
 		}
+		fmt.Fprint(w, retryNote(pl))
 		if s.Chosen != "" {
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
@@ -378,6 +379,14 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 	if !ok || pl.Cost.StepSeconds <= 0 {
 		return // a hand-written strategy: no planner chose its shares
 	}
+	// What would let the planner give them more: a higher fraction, unless
+	// it already had to lower the one asked for (the plan made under it
+	// did not fit when simulated).
+	advice := fmt.Sprintf("a higher --memory-fraction (%g here) lets the planner give them more", fraction)
+	if retried, ok := pl.Solver.RetriedFraction(); ok {
+		advice = fmt.Sprintf("the planner already lowered --memory-fraction %g to %g, since the plan made under it did not fit when simulated", fraction, retried)
+		fraction = retried
+	}
 	var devs, types []string
 	idle, peak, capacity := 0.0, 0.0, 0.0
 	for _, d := range pl.Cost.PerDevice {
@@ -398,6 +407,44 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 	if len(devs) > 1 {
 		noun = "devices"
 	}
-	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g GB: their memory, not their speed, limits their share; a higher --memory-fraction (%g here) lets the planner give them more\n",
-		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak/1e9, capacity/1e9, fraction)
+	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g GB: their memory, not their speed, limits their share; %s\n",
+		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak/1e9, capacity/1e9, advice)
+}
+
+// boundCaveat says why a plan's simulated step can lie below the solver's
+// proven bound, when it does: the bound holds for the programs the
+// planner's memory model fits in its memory fraction of every device, and
+// a start chosen over the solver's plan may use more (it only has to fit
+// the whole device when simulated); otherwise the bound is on the
+// planner's estimate, which the simulator can undercut by its ~1%.
+// Empty when the step is at or above the bound.
+func boundCaveat(pl *plan.Plan) string {
+	s := pl.Solver
+	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound {
+		return ""
+	}
+	fraction, ok := s.RetriedFraction()
+	if !ok {
+		fraction, ok = s.MemoryFraction()
+	}
+	if ok {
+		for _, d := range pl.Cost.PerDevice {
+			if float64(d.PeakMemory) > fraction*float64(d.Capacity) {
+				return fmt.Sprintf(" (a bound on plans within %g of each device's memory; this one fills more of device %d)", fraction, d.Device)
+			}
+		}
+	}
+	return " (a bound on the planner's estimate, which the simulator undercuts here)"
+}
+
+// retryNote says, for a plan solved again under a smaller memory fraction
+// because the simulator found the first plan did not fit, what happened;
+// empty otherwise.
+func retryNote(pl *plan.Plan) string {
+	asked, ok1 := pl.Solver.MemoryFraction()
+	retried, ok2 := pl.Solver.RetriedFraction()
+	if !ok1 || !ok2 {
+		return ""
+	}
+	return fmt.Sprintf("; solved again under memory fraction %g after the plan made under %g did not fit when simulated", retried, asked)
 }

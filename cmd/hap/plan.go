@@ -47,7 +47,7 @@ func (m *modelFlags) register(fs interface {
 	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s); the plan then depends on the machine's speed")
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search", plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
-	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device: for a hard limit, set memory in the cluster file's overrides")
+	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
 
 // build resolves the flags into a plan.
@@ -127,7 +127,7 @@ func runPlan(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, " (%s's program)", pl.Solver.Chosen)
 	}
 	if pl.Solver.Status != "heuristic" {
-		fmt.Fprintf(e.stdout, "; solver %s, objective %s, bound %s, gap %s", pl.Solver.Status, durationIn(pl.Solver.Objective, pl.Cost.StepSeconds), durationIn(pl.Solver.Bound, pl.Cost.StepSeconds), gapPercent(pl.Solver.Gap))
+		fmt.Fprintf(e.stdout, "; solver %s, objective %s, bound %s%s, gap %s", pl.Solver.Status, durationIn(pl.Solver.Objective, pl.Cost.StepSeconds), durationIn(pl.Solver.Bound, pl.Cost.StepSeconds), boundCaveat(pl), gapPercent(pl.Solver.Gap))
 	}
 	if m.strategy == "" {
 		fmt.Fprintf(e.stdout, "; planned in %.3g s", took.Seconds())

@@ -332,3 +332,52 @@ func TestExplainNamesMemoryBoundDevices(t *testing.T) {
 		t.Errorf("a hand-written strategy: %q, want nothing", b.String())
 	}
 }
+
+// A plan solved again under a lower memory fraction says so, and its
+// memory-bound devices are judged against that fraction with no advice to
+// raise it.
+func TestExplainSaysThePlanWasSolvedAgain(t *testing.T) {
+	const gb = 1e9
+	pl := &plan.Plan{
+		Solver: plan.Solver{Status: "feasible", Options: []plan.Software{{Name: plan.MemoryFractionOption, Version: "1"}, {Name: plan.MemoryRetryOption, Version: "0.95"}}},
+		Cost: plan.Cost{StepSeconds: 2, PerDevice: []sim.DeviceStats{
+			{Device: 0, Type: "V100", Idle: 0.6, PeakMemory: 16.9 * gb, Capacity: 17.2 * gb}, // 98% of the 0.95 asked again
+		}},
+	}
+	var b strings.Builder
+	explainMemoryBound(&b, pl)
+	if got := b.String(); !strings.Contains(got, "memory-bound: device 0 (V100)") || !strings.Contains(got, "already lowered --memory-fraction 1 to 0.95") {
+		t.Errorf("got %q, want device 0 named and the lowered fraction", got)
+	}
+	if got := retryNote(pl); !strings.Contains(got, "solved again under memory fraction 0.95 after the plan made under 1 did not fit") {
+		t.Errorf("retryNote = %q", got)
+	}
+	pl.Solver.Options = pl.Solver.Options[:1]
+	if got := retryNote(pl); got != "" {
+		t.Errorf("a plan not solved again: retryNote = %q", got)
+	}
+}
+
+// A step below the proven bound is explained: a start that fills more than
+// the memory fraction, or the simulator undercutting the estimate.
+func TestBoundCaveat(t *testing.T) {
+	const gb = 1e9
+	pl := &plan.Plan{
+		Solver: plan.Solver{Status: "feasible", Bound: 2.333, Chosen: "zero3", Options: []plan.Software{{Name: plan.MemoryFractionOption, Version: "0.9"}}},
+		Cost: plan.Cost{StepSeconds: 2.013, PerDevice: []sim.DeviceStats{
+			{Device: 0, PeakMemory: 14 * gb, Capacity: 17.2 * gb},
+			{Device: 1, PeakMemory: 15.7 * gb, Capacity: 17.2 * gb}, // 91%
+		}},
+	}
+	if got := boundCaveat(pl); !strings.Contains(got, "within 0.9 of each device's memory; this one fills more of device 1") {
+		t.Errorf("boundCaveat = %q, want device 1 over the fraction", got)
+	}
+	pl.Cost.PerDevice[1].PeakMemory = 15 * gb
+	if got := boundCaveat(pl); !strings.Contains(got, "the simulator undercuts") {
+		t.Errorf("boundCaveat = %q, want the estimate's reason", got)
+	}
+	pl.Cost.StepSeconds = 2.5
+	if got := boundCaveat(pl); got != "" {
+		t.Errorf("a step above the bound: boundCaveat = %q", got)
+	}
+}
