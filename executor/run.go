@@ -77,7 +77,7 @@ func train[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Trainin
 		out.Ranks = local
 	}
 	for k := 0; k < opt.Steps; k++ {
-		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
+		batch := cpu.SyntheticBatch[F](fwd, opt.batchSeed(k))
 		res, err := devs.Step(feeds(fwd, p, ranks, batch), false)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", k+1, err)

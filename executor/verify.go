@@ -19,6 +19,21 @@ type Options struct {
 	// Backend runs the distributed devices; nil is the CPU backend. The
 	// single-device reference of Verify always runs on the CPU.
 	Backend Backend
+	// OneBatch makes Train feed every step the same synthetic batch, the
+	// one hap train fits (seeded Seed+1), so that the loss falls as it
+	// does there and a run's losses can be read against hap train's.
+	// Otherwise, and always in Verify, step k gets a batch of its own
+	// (seeded Seed+1000+k): labels drawn afresh each step, which no model
+	// learns, and which exercise more data per verification.
+	OneBatch bool
+}
+
+// batchSeed is the seed of step k's synthetic batch (k from 0).
+func (o Options) batchSeed(k int) uint64 {
+	if o.OneBatch {
+		return o.Seed + 1
+	}
+	return o.Seed + 1000 + uint64(k)
 }
 
 func (o Options) backend() Backend {
@@ -282,7 +297,7 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 	}
 	rep := &Report{Backend: opt.backend().Name(), Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
 	for k := 0; k < opt.Steps; k++ {
-		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k))
+		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k)) // per step, whatever OneBatch says
 		want, err := ref.Step(nil, batch)
 		if err != nil {
 			return nil, fmt.Errorf("single-device step %d: %w", k+1, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,38 @@ func TestDurationsOfOneLineShareAUnit(t *testing.T) {
 	}
 	if got := durationIn(2.5e-4, 1.2e-3); got != "0.2500 ms" {
 		t.Errorf("durationIn(2.5e-4, 1.2e-3) = %q, want ms", got)
+	}
+}
+
+// hap run trains every step on hap train's synthetic batch: the loss falls
+// and matches single-device training's, step for step, to float32 rounding.
+func TestRunLossesAreTrainLosses(t *testing.T) {
+	pf := filepath.Join(t.TempDir(), "p.json")
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", pf); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	losses := func(args ...string) []float64 {
+		code, out, errs := runCLI(append(args, "--steps", "4", "--json")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var rows []struct{ Loss float64 }
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
+			t.Fatalf("%v: output %q: %v", args, out, err)
+		}
+		var l []float64
+		for _, r := range rows {
+			l = append(l, r.Loss)
+		}
+		return l
+	}
+	run, train := losses("run", pf), losses("train", "--model", "mlp-tiny")
+	for k := range train {
+		if math.Abs(run[k]-train[k]) > 1e-5*math.Abs(train[k]) {
+			t.Errorf("step %d: hap run loss %v, hap train %v", k+1, run[k], train[k])
+		}
+		if k > 0 && !(run[k] < run[k-1]) {
+			t.Errorf("step %d: loss %v did not fall from %v", k+1, run[k], run[k-1])
+		}
 	}
 }

@@ -23,7 +23,7 @@ func runRun(e *env, args []string) error {
 	fs := flags(e, "run", "PLAN --backend cpu|cuda [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--json]")
 	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device; one process per GPU under torchrun-style or SLURM launcher variables)")
 	nproc := fs.Int("nproc", 0, "cuda: start N processes on this machine, one per plan device and GPU (like torchrun --nproc_per_node)")
-	steps := fs.Int("steps", 3, "training steps")
+	steps := fs.Int("steps", 3, "training steps, each on hap train's synthetic batch (the losses match hap train's)")
 	dtype := fs.String("dtype", "float32", "float32 or float64")
 	block := fs.Int("block", 0, "cuda: threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
 	tf32 := fs.Bool("tf32", false, "cuda: let float32 GEMMs use TF32 tensor cores (faster, ~10-bit mantissa)")
@@ -62,7 +62,9 @@ func runRun(e *env, args []string) error {
 	if pl.Options.Optimizer == "sgd" {
 		opt = ir.SGD(1e-3)
 	}
-	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt}
+	// One synthetic batch, hap train's with its default seed: the loss
+	// falls, and the losses match hap train --model M --lr 0.001's.
+	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt, OneBatch: true}
 	var job *launchedJob
 	switch *backend {
 	case "cpu":
@@ -105,7 +107,7 @@ func runRun(e *env, args []string) error {
 		return writeJSON(e, tr.Steps)
 	}
 	if *backend == "cpu" {
-		fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
+		fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s, hap train's synthetic batch\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
 		for _, r := range tr.Steps {
 			fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)\n", r.Step, r.Loss, slowest(r)*1e3)
 		}
