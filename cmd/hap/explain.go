@@ -121,10 +121,10 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
 		chosen, alt, altName := collectiveCosts(m, p, i, t)
 		if p.Mesh != nil {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s→%s\t%s\t%.3g\t%s\t%.3g ms\t%s\n", t.Name, ins.Collective, ins.Axis, ins.From, ins.To, ins.Other, mb, orDash(ins.Method), chosen*1e3, altText(altName, alt))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s→%s\t%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.Axis, ins.From, ins.To, ins.Other, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%.3g\t%s\t%.3g ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, mb, orDash(ins.Method), chosen*1e3, altText(altName, alt))
+		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
 	}
 	tw.Flush()
 
@@ -288,12 +288,13 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	if !top.Op {
 		what = "the layout changes and update of " + what
 	}
-	fmt.Fprintf(w, "bottleneck op: %s, %.3g ms on device %d (%.1f%% of the step)\n", what, top.Seconds()*1e3, b.Device, 100*top.Seconds()/b.Step)
+	fmt.Fprintf(w, "bottleneck op: %s, %s on device %d (%.1f%% of the step)\n", what, durationIn(top.Seconds(), b.Step), b.Device, 100*top.Seconds()/b.Step)
 	fmt.Fprintf(w, "  costliest on device %d (forward and backward; a tensor's time is its layout changes and update):\n", b.Device)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "    source\tcompute ms\tcomm ms\tinstructions\tof the step")
+	unit, perSecond := sim.TimeUnit(b.Step)
+	fmt.Fprintf(tw, "    source\tcompute %[1]s\tcomm %[1]s\tinstructions\tof the step\n", unit)
 	for _, s := range b.Sources[:min(bottleneckSources, len(b.Sources))] {
-		fmt.Fprintf(tw, "    %s\t%.3g\t%.3g\t%d\t%.1f%%\n", sourceText(s), s.Compute*1e3, s.Comm*1e3, s.Instrs, 100*s.Seconds()/b.Step)
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", sourceText(s), figure(s.Compute*perSecond), figure(s.Comm*perSecond), s.Instrs, 100*s.Seconds()/b.Step)
 	}
 	tw.Flush()
 }
@@ -334,7 +335,7 @@ func altText(name string, t float64) string {
 	if name == "" {
 		return "-"
 	}
-	return fmt.Sprintf("%s %.3g ms", name, t*1e3)
+	return fmt.Sprintf("%s %s ms", name, figure(t*1e3))
 }
 
 func orDash(s string) string {

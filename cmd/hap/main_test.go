@@ -128,6 +128,22 @@ func TestDurationsOfOneLineShareAUnit(t *testing.T) {
 	if got := durationIn(2.5e-4, 1.2e-3); got != "0.2500 ms" {
 		t.Errorf("durationIn(2.5e-4, 1.2e-3) = %q, want ms", got)
 	}
+	// Far below the line's unit, a value takes its own (mlp-tiny's
+	// compute beside a 1 ms step read 2.754e-05 ms).
+	if got := durationIn(2.754e-8, 1.052e-3); got != "0.02754 µs" {
+		t.Errorf("durationIn(2.754e-8, 1.052e-3) = %q, want µs", got)
+	}
+}
+
+func TestFigureReadsWithoutENotation(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {4e-5, "<0.001"}, {0.00102, "0.00102"}, {0.351, "0.351"}, {154.2, "154"}, {1234.5, "1234"}, {-2, "-2"}} {
+		if got := figure(tc.v); got != tc.want {
+			t.Errorf("figure(%g) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
 }
 
 // hap run trains every step on hap train's synthetic batch: the loss falls

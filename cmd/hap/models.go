@@ -119,11 +119,35 @@ func durationIn(s, ref float64) string {
 		return "0 s"
 	}
 	unit, perSecond := sim.TimeUnit(ref)
-	if v := s * perSecond; math.Abs(v) < 1000 {
+	if v := s * perSecond; math.Abs(v) < tinyFigure {
+		// Far below the line's unit (a 28 ns compute on a 1 ms step):
+		// its own unit, not 2.754e-05 ms.
+		return duration(s)
+	} else if math.Abs(v) < 1000 {
 		return fmt.Sprintf("%#.4g %s", v, unit)
 	}
 	return fmt.Sprintf("%.0f %s", s*perSecond, unit) // %#.4g would end "1235."
 }
+
+// figure writes a table's value with three significant digits and no
+// e-notation: whole numbers from 1000 up, "<0.001" for a value too small
+// to matter beside the table's unit (a 40-byte tensor in an MB column),
+// "0" for zero.
+func figure(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a < tinyFigure:
+		return "<0.001"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// tinyFigure is the smallest value a figure writes in its line's or
+// column's unit; smaller values are noise beside the rest.
+const tinyFigure = 1e-3
 
 // gapPercent writes a relative gap as a percentage with three significant
 // digits; a gap within CBC's tolerance of zero (7.2e-14%) is 0%.
