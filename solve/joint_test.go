@@ -85,6 +85,39 @@ func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
 	}
 }
 
+// CBC can lose a MIP start it accepted and answer "no solution" at its
+// node limit (coin-or/Cbc#282, met on bert-moe paper-8). The start is then
+// the plan, and the bound the search proved stands: no failure recorded,
+// the gap measured from the start's cost.
+func TestLostStartIsThePlanWithTheSearchsBound(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+	const proven = 0.001 // seconds: what the scripted search proved, below the start's 5.8 ms
+	solver := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
+		return &milp.Result{Status: milp.NoSolution, Objective: math.NaN(), Bound: proven * encode.MILPTimeUnit, Gap: math.Inf(1), StoppedBy: milp.LimitNodes}, nil
+	}}
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: solver})
+	if err != nil {
+		t.Fatalf("Synthesize: %v", err)
+	}
+	start, ok := e.ChoiceOf(res.Start)
+	if !ok {
+		t.Fatal("the recorded start is not expressible")
+	}
+	want, err := e.Evaluate(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "feasible" || res.SolverFailure != "" || res.StoppedBy != milp.LimitNodes {
+		t.Errorf("status %s, failure %q, stopped by %v: want feasible, none, the node limit", res.Status, res.SolverFailure, res.StoppedBy)
+	}
+	if math.Abs(res.Objective-want.Seconds) > 1e-9*want.Seconds || math.Abs(res.Estimate.Seconds-want.Seconds) > 1e-12*want.Seconds {
+		t.Errorf("plan %.9g s, objective %.9g s; the start costs %.9g s", res.Estimate.Seconds, res.Objective, want.Seconds)
+	}
+	if math.Abs(res.Bound-proven) > 1e-12 || math.Abs(res.Gap-(want.Seconds-proven)/want.Seconds) > 1e-9 {
+		t.Errorf("bound %g, gap %g: want %g and %g", res.Bound, res.Gap, proven, (want.Seconds-proven)/want.Seconds)
+	}
+}
+
 // When the model's bytes exceed the devices' memory together no program
 // can fit, and Synthesize says so before building or solving any MILP.
 func TestNoPlanIsDecidedBeforeSolvingWhenTheModelExceedsTheCluster(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -242,6 +243,22 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		res = &milp.Result{Status: milp.Feasible, Objective: seedCost * encode.MILPTimeUnit, Gap: 1}
 		err = nil
 	}
+	// CBC can lose a MIP start it accepted: its log says "MIPStart
+	// provided solution with cost …", and a search stopped by its node
+	// limit still answers "no solution" (coin-or/Cbc#282; bert-moe on
+	// paper-8 with its dense and MoE layers untied, where the answer fell
+	// back to hap-paper's 1.446 s plan, 5.5% slower than the start). The
+	// start is a solution, and the bound the search proved holds for
+	// every plan, the start's included.
+	lostStart := err == nil && failure == "" && seed != nil && res.Status == milp.NoSolution
+	if lostStart {
+		obj := seedCost * encode.MILPTimeUnit
+		bound := res.Bound
+		if math.IsNaN(bound) || bound > obj {
+			bound = math.Inf(-1)
+		}
+		res = &milp.Result{Status: milp.Feasible, Objective: obj, Bound: max(bound, 0), Gap: milp.Gap(obj, max(bound, 0)), StoppedBy: res.StoppedBy}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)
 	}
@@ -265,7 +282,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
 	}
 	ch := seed
-	if failure == "" {
+	if failure == "" && !lostStart {
 		ch = e.ChoiceFrom(vars, res.Values)
 	}
 	br, err := e.Evaluate(ch)
