@@ -142,9 +142,14 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	fraction := opt.MemoryFraction
 	var best *Plan
 	var sol Solver
+	spent := 0.0 // the solves' seconds, retries included
 	for retry := 0; ; retry++ {
 		say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
-		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction, opt.WallTime)
+		spent += res.Seconds
+		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction)
+		if opt.WallTime {
+			sol.Seconds = spent
+		}
 		if sol.StoppedBy == "solver failure" {
 			say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)
 		}
@@ -238,8 +243,9 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 // solverRecord is the plan's account of the joint solve res: its status,
 // objective, bound and gap, what stopped it, and the options that shaped
 // it. fraction is the memory fraction asked for and solvedAt the one res
-// was solved under (smaller after a plan that did not fit).
-func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64, wallTime bool) Solver {
+// was solved under (smaller after a plan that did not fit). Seconds is
+// left 0: the caller records wall time only when asked.
+func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
 		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
@@ -251,9 +257,6 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 	}
 	if solvedAt != fraction {
 		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
-	}
-	if wallTime {
-		sol.Seconds = res.Seconds
 	}
 	switch {
 	case res.SolverFailure != "":

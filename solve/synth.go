@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -252,12 +251,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// every plan, the start's included.
 	lostStart := err == nil && failure == "" && seed != nil && res.Status == milp.NoSolution
 	if lostStart {
-		obj := seedCost * encode.MILPTimeUnit
-		bound := res.Bound
-		if math.IsNaN(bound) || bound > obj {
-			bound = math.Inf(-1)
+		obj, bound := seedCost*encode.MILPTimeUnit, res.Bound
+		if !(bound >= 0 && bound <= obj) { // NaN or nonsense: nothing proven
+			bound = 0
 		}
-		res = &milp.Result{Status: milp.Feasible, Objective: obj, Bound: max(bound, 0), Gap: milp.Gap(obj, max(bound, 0)), StoppedBy: res.StoppedBy}
+		res = &milp.Result{Status: milp.Feasible, Objective: obj, Bound: bound, Gap: milp.Gap(obj, bound), StoppedBy: res.StoppedBy}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("solving %d×%d MILP: %w", len(model.Rows), len(model.Cols), err)

@@ -408,8 +408,9 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 	if len(devs) > 1 {
 		noun = "devices"
 	}
-	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g GB: their memory, not their speed, limits their share; %s\n",
-		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak/1e9, capacity/1e9, advice)
+	unit, perByte := cost.ByteUnit(capacity)
+	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g %s: their memory, not their speed, limits their share; %s\n",
+		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak*perByte, capacity*perByte, unit, advice)
 }
 
 // boundCaveat says why a plan's simulated step can lie below the solver's
