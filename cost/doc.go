@@ -23,7 +23,8 @@
 // in docs/cost-model.md; they are tested against hand-computed values.
 //
 // Memory is a breakdown (parameters, gradients, optimizer state, live activations, communication
-// buffers) with a total.
+// buffers) with a total. ByteUnit is the one rule for the unit byte counts are written in (GB, MB,
+// KB, B), for every package's messages.
 //
 // cost imports cluster (hardware facts) and nothing else of hap; it must not import ir, lower, sim or any
 // planner package. A Model is immutable after New and safe for concurrent use; there is no package-level

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"hap/cost"
@@ -183,7 +182,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		if !ok {
 			break
 		}
-		say("the solver's plan does not fit in memory when simulated (%s); solving again with memory fraction %.3g", overMemory(best.Cost.PerDevice), next)
+		say("the solver's plan does not fit in memory when simulated (%s); solving again with memory fraction %.3g", sim.OverMemory(best.Cost.PerDevice), next)
 		again, err := solveAt(next, left)
 		if err != nil {
 			say("solving again found no plan (%v)", err)
@@ -197,7 +196,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
 			return alt, nil
 		}
-		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, overMemory(best.Cost.PerDevice))
+		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, sim.OverMemory(best.Cost.PerDevice))
 	}
 	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
 }
@@ -268,28 +267,6 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		sol.StoppedBy = res.StoppedBy.String()
 	}
 	return sol
-}
-
-// overMemoryNamed is how many devices overMemory names before it counts
-// the rest: on 64 GPUs, a line per device would bury the message.
-const overMemoryNamed = 3
-
-// overMemory names the devices whose simulated peak exceeds capacity.
-func overMemory(devs []sim.DeviceStats) string {
-	var out []string
-	over := 0
-	for _, st := range devs {
-		if st.Fits() {
-			continue
-		}
-		if over++; over <= overMemoryNamed {
-			out = append(out, st.Shortfall())
-		}
-	}
-	if over > overMemoryNamed {
-		out = append(out, fmt.Sprintf("%d more", over-overMemoryNamed))
-	}
-	return strings.Join(out, "; ")
 }
 
 // fasterStart is the plan of the fastest start (hand-written strategy or

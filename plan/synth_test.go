@@ -248,7 +248,7 @@ func TestPlanThatDoesNotFitIsSolvedAgain(t *testing.T) {
 		t.Fatalf("the first plan fitted; the test needs one that does not:\n%s", progress.String())
 	}
 	if !fits(pl.Cost.PerDevice) {
-		t.Fatalf("the plan does not fit: %s", overMemory(pl.Cost.PerDevice))
+		t.Fatalf("the plan does not fit: %s", sim.OverMemory(pl.Cost.PerDevice))
 	}
 	if pl.Solver.Chosen != "" {
 		t.Errorf("the plan is the start %s, not the plan solved again", pl.Solver.Chosen)

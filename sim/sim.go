@@ -54,6 +54,35 @@ func (s DeviceStats) Shortfall() string {
 	return fmt.Sprintf("device %d (%s) needs %.3g %s, has %.3g %s", s.Device, s.Type, float64(s.PeakMemory)*per, unit, float64(s.Capacity)*per, unit)
 }
 
+// OverMemory says which devices' simulated peak does not fit: the
+// most-over one by name and bytes (Shortfall), and how many more — "device
+// 2 (P100-PCIE-16GB) needs 17.3 GB, has 17.2 GB, and 5 more devices are
+// over" — or "" when every device fits. A capacity of 0 (unknown) is not
+// judged.
+func OverMemory(devs []DeviceStats) string {
+	worst, n := -1, 0
+	for d, st := range devs {
+		if st.Fits() || st.Capacity <= 0 {
+			continue
+		}
+		n++
+		if worst < 0 || st.PeakMemory-st.Capacity > devs[worst].PeakMemory-devs[worst].Capacity {
+			worst = d
+		}
+	}
+	if worst < 0 {
+		return ""
+	}
+	msg := devs[worst].Shortfall()
+	switch {
+	case n == 2:
+		msg += ", and 1 more device is over"
+	case n > 2:
+		msg += fmt.Sprintf(", and %d more devices are over", n-1)
+	}
+	return msg
+}
+
 // Result is a simulated step.
 type Result struct {
 	// StepSeconds is when the last instruction of any device ends.

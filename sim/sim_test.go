@@ -337,3 +337,19 @@ func TestShortfallUnits(t *testing.T) {
 		}
 	}
 }
+
+// OverMemory names the most-over device and counts the rest.
+func TestOverMemory(t *testing.T) {
+	devs := []DeviceStats{
+		{Device: 0, Type: "V100", PeakMemory: 18e9, Capacity: 17e9},
+		{Device: 1, Type: "P100", PeakMemory: 20e9, Capacity: 17e9}, // the most over
+		{Device: 2, Type: "P100", PeakMemory: 10e9, Capacity: 17e9},
+		{Device: 3, Type: "P100", PeakMemory: 17.5e9, Capacity: 17e9},
+	}
+	if got, want := OverMemory(devs), "device 1 (P100) needs 20 GB, has 17 GB, and 2 more devices are over"; got != want {
+		t.Errorf("OverMemory = %q, want %q", got, want)
+	}
+	if got := OverMemory(devs[2:3]); got != "" {
+		t.Errorf("every device fits: %q", got)
+	}
+}

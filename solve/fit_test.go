@@ -118,18 +118,7 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 // builds for them.
 func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*encode.Program) {
 	t.Helper()
-	g, err := models.Load("bert-base", models.Options{Batch: batch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Load("paper-16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.New(c, cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, c, m := zooOn(t, "bert-base", models.Options{Batch: batch}, "paper-16")
 	var starts []*encode.Program
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, g, c); err == nil {
@@ -137,6 +126,25 @@ func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *c
 		}
 	}
 	return g, c, m, starts
+}
+
+// zooOn loads a zoo model and a built-in cluster, and the cluster's cost
+// model.
+func zooOn(t *testing.T, model string, opt models.Options, clusterName string) (*ir.Graph, *cluster.Cluster, *cost.Model) {
+	t.Helper()
+	g, err := models.Load(model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load(clusterName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(c, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, c, m
 }
 
 // tallOnAFastAndABigGPU is one linear layer over batch samples of 4096

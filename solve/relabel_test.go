@@ -4,8 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"hap/cluster"
-	"hap/cost"
 	"hap/encode"
 	"hap/executor"
 	"hap/ir"
@@ -17,18 +15,7 @@ import (
 // choices of the hand-written strategies it can express.
 func tinyStarts(t *testing.T, model string) (*ir.Graph, *encode.Encoding, []*encode.Choice) {
 	t.Helper()
-	c, err := cluster.Load("paper-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.New(c, cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := models.Load(model, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, c, m := zooOn(t, model, models.Options{}, "paper-8")
 	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
 	if err != nil {
 		t.Fatal(err)

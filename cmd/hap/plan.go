@@ -132,8 +132,10 @@ func runPlan(e *env, args []string) error {
 	if m.strategy == "" {
 		fmt.Fprintf(e.stdout, "; planned in %.3g s", took.Seconds())
 	}
-	if over := outOfMemory(pl.Cost.PerDevice); over != "" {
-		fmt.Fprintf(e.stdout, "; %s", over)
+	// A hand-written strategy is planned whatever its memory (to compare
+	// against), so the summary must say when it could not run.
+	if over := sim.OverMemory(pl.Cost.PerDevice); over != "" {
+		fmt.Fprintf(e.stdout, "; OUT OF MEMORY: %s", over)
 	}
 	fmt.Fprintln(e.stdout)
 	if *out != "" {
@@ -298,32 +300,4 @@ func runClusters(e *env, args []string) error {
 		return writeJSON(e, rows)
 	}
 	return cluster.FormatClusters(e.stdout, cs)
-}
-
-// outOfMemory says which devices a plan's simulated peak does not fit —
-// the most-over one by name and bytes, and how many more — or "" when it
-// fits. A hand-written strategy is planned whatever its memory (to compare
-// against), so the summary line must say when it could not run.
-func outOfMemory(devs []sim.DeviceStats) string {
-	worst, n := -1, 0
-	for d, st := range devs {
-		if st.Fits() || st.Capacity <= 0 { // a capacity of 0: unknown
-			continue
-		}
-		n++
-		if worst < 0 || st.PeakMemory-st.Capacity > devs[worst].PeakMemory-devs[worst].Capacity {
-			worst = d
-		}
-	}
-	if worst < 0 {
-		return ""
-	}
-	msg := "OUT OF MEMORY: " + devs[worst].Shortfall()
-	switch {
-	case n == 2:
-		msg += ", and 1 more device is over"
-	case n > 2:
-		msg += fmt.Sprintf(", and %d more devices are over", n-1)
-	}
-	return msg
 }
