@@ -163,13 +163,33 @@ func (s Solver) MemoryFraction() (float64, bool) { return s.fractionOption(Memor
 func (s Solver) RetriedFraction() (float64, bool) { return s.fractionOption(MemoryRetryOption) }
 
 func (s Solver) fractionOption(name string) (float64, bool) {
+	v, ok := s.option(name)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil && f > 0
+}
+
+// SearchOption names, in Solver.Options, the joint MILP's search settings
+// (milp.Options.Search): "no cuts, no heuristics, no strong branching"
+// for the default ten nodes.
+const SearchOption = "joint-milp-search"
+
+// Search is the joint MILP's search settings (SearchOption); "" for a
+// plan that does not record them.
+func (s Solver) Search() string {
+	v, _ := s.option(SearchOption)
+	return v
+}
+
+func (s Solver) option(name string) (string, bool) {
 	for _, o := range s.Options {
 		if o.Name == name {
-			f, err := strconv.ParseFloat(o.Version, 64)
-			return f, err == nil && f > 0
+			return o.Version, true
 		}
 	}
-	return 0, false
+	return "", false
 }
 
 // Inputs bundle what a plan is made from.

@@ -120,7 +120,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	pre := make(chan map[string]*sim.Result, 1)
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
-		return solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction})
+		return solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
+			Thorough: nodes > DefaultNodeLimit})
 	}
 	solveStart := time.Now()
 	res, err := solveAt(opt.MemoryFraction, solveLimit)
@@ -252,7 +253,7 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}},
+		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
 	}
 	if solvedAt != fraction {
 		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
@@ -318,7 +319,9 @@ const PaperSafetyLimit = 30 * time.Second
 // DefaultNodeLimit bounds each MILP solve when neither a node nor a time
 // limit is given: small cases are solved to optimality well within it;
 // on large ones the search stops with the best plan found, its proven
-// bound and gap, after the same work on any machine.
+// bound and gap, after the same work on any machine. These ten nodes are
+// bare (no cuts, no strong branching): a node limit above it asks for the
+// proof and gets them (solve.Options.Thorough).
 const DefaultNodeLimit = 10
 
 // fits reports whether every device's simulated peak memory fits it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"text/tabwriter"
 
 	"hap/lower"
@@ -149,6 +150,16 @@ func TimeUnit(step float64) (unit string, perSecond float64) {
 	return "s", 1
 }
 
+// fixed writes v with the given decimals, and a value that is not zero but
+// rounds to it as "<0.0001" (so many decimals): a tiny model's compute
+// beside its communication is small, not absent.
+func fixed(v float64, decimals int) string {
+	if v != 0 && math.Abs(v) < 0.5*math.Pow10(-decimals) {
+		return "<" + strconv.FormatFloat(math.Pow10(-decimals), 'f', decimals, 64)
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
 // WriteSummary writes the step time and a per-device table. Times are in
 // seconds, or in ms or µs when the step is under 10 ms or 10 µs (a tiny
 // model's step in seconds reads 0.000001); memory is in GiB, or MiB when no
@@ -177,8 +188,8 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		if !s.Fits() {
 			flag = " over"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.*f\t%.*f\t%.*f\t%.*f\t%.3f%s\t%.1f\t\n", s.Device, s.Type, digits, s.Compute*scale, digits, s.Comm*scale,
-			digits, s.Overlap*scale, digits, s.Idle*scale, float64(s.PeakMemory)/memScale, flag, float64(s.Capacity)/memScale)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%.1f\t\n", s.Device, s.Type, fixed(s.Compute*scale, digits), fixed(s.Comm*scale, digits),
+			fixed(s.Overlap*scale, digits), fixed(s.Idle*scale, digits), fixed(float64(s.PeakMemory)/memScale, 3), flag, float64(s.Capacity)/memScale)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing summary: %w", err)

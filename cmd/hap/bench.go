@@ -17,7 +17,7 @@ func runBench(e *env, args []string) error {
 	out := fs.StringP("output", "o", "", "write NAME.md, NAME.json and plots (PNG, SVG) to DIR")
 	asJSON := fs.Bool("json", false, "print the rows as JSON on stdout")
 	limit := fs.Duration("time-limit", 0, "solver time limit per synthesis (plans then depend on the machine's speed)")
-	nodes := fs.Int("node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit)", plan.DefaultNodeLimit))
+	nodes := fs.Int("node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit; above it, with root cuts and strong branching)", plan.DefaultNodeLimit))
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.experts, "experts", 0, "MoE experts (default: 2 × devices)")
 	fs.StringVar(&m.strategy, "strategy", "", "a hand-written strategy instead of the synthesizer: "+strings.Join(strategy.Names(), ", "))
 	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s); the plan then depends on the machine's speed")
-	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search", plan.DefaultNodeLimit))
+	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }

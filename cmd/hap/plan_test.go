@@ -381,3 +381,23 @@ func TestBoundCaveat(t *testing.T) {
 		t.Errorf("a step above the bound: boundCaveat = %q", got)
 	}
 }
+
+// Explain points a search the default ten bare nodes stopped at the
+// node limit that would tighten its bound, and only that search.
+func TestBareNodesNote(t *testing.T) {
+	search := func(v string) []plan.Software { return []plan.Software{{Name: plan.SearchOption, Version: v}} }
+	for _, c := range []struct {
+		sol  plan.Solver
+		want string
+	}{
+		{plan.Solver{StoppedBy: "node limit", Options: search("no cuts, no heuristics, no strong branching")}, "--node-limit above 10"},
+		{plan.Solver{StoppedBy: "node limit", Options: search("cuts, no heuristics, strong branching")}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: search("no cuts, no heuristics, no strong branching")}, ""},
+		{plan.Solver{StoppedBy: "node limit"}, ""}, // a plan from before the record
+	} {
+		got := bareNodesNote(c.sol)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s, %q: bareNodesNote = %q, want %q", c.sol.StoppedBy, c.sol.Search(), got, c.want)
+		}
+	}
+}

@@ -232,6 +232,24 @@ type Options struct {
 	NoStrongBranching bool
 }
 
+// Search says which of the search's parts o leaves on, in a fixed form for
+// the records: "cuts, heuristics, strong branching", each part that is off
+// named so ("no cuts"), and the feasibility pump's passes in place of the
+// heuristics when it is the only one.
+func (o *Options) Search() string {
+	part := func(off bool, name string) string {
+		if off {
+			return "no " + name
+		}
+		return name
+	}
+	heur := part(o.NoHeuristics, "heuristics")
+	if o.PumpPasses > 0 {
+		heur = fmt.Sprintf("feasibility pump (%d passes)", o.PumpPasses)
+	}
+	return part(o.NoCuts, "cuts") + ", " + heur + ", " + part(o.NoStrongBranching, "strong branching")
+}
+
 // Validate checks o against m. Errors wrap ErrInvalid.
 func (o *Options) Validate(m *Model) error {
 	if o.TimeLimit < 0 {

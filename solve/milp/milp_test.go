@@ -115,3 +115,19 @@ func TestGapAndStatus(t *testing.T) {
 		t.Error("zero Result must be NoSolution")
 	}
 }
+
+func TestOptionsSearch(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "cuts, heuristics, strong branching"},
+		{Options{NoCuts: true, NoHeuristics: true, NoStrongBranching: true}, "no cuts, no heuristics, no strong branching"},
+		{Options{NoCuts: true, NoHeuristics: true, PumpPasses: 30, NoStrongBranching: true}, "no cuts, feasibility pump (30 passes), no strong branching"},
+		{Options{PumpPasses: 5}, "cuts, feasibility pump (5 passes), strong branching"}, // the pump replaces the heuristics
+	} {
+		if got := c.o.Search(); got != c.want {
+			t.Errorf("%+v: Search = %q, want %q", c.o, got, c.want)
+		}
+	}
+}
