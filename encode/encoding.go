@@ -109,6 +109,106 @@ type OpClass struct {
 	// matmul's dW after its dX). A blocking adjoint of the op's input
 	// overlaps it (timeline.go).
 	TimeW []float64
+	// Acc are the adds that sum an input's gradient with its other
+	// readers' (ir.Accumulation), apart from Time: they work on the input
+	// as the rule reads it, not on the rule's share of the work. A
+	// column-parallel matmul reads its input whole, so the sum of q, k
+	// and v's input gradients is whole on every device (on vit h100-16,
+	// 0.16 ms of 1.8 ms of compute that the work share priced at 1/12).
+	Acc []Accumulation
+}
+
+// Accumulation is the backward seconds per device, at share 1 and over all
+// of a class's ops, of the adds that sum the gradient of its input slot
+// Slot; W is the part of it in the op's parameter-gradient tail (a
+// parameter that two ops read: the tied embedding).
+type Accumulation struct {
+	Slot  int
+	TimeB []float64
+	TimeW []float64
+}
+
+// workPart is a part of an op class's time that one segment's share
+// scales under some of its rules: the rule's own work (work) when the
+// segment is its work segment, and the accumulations whose input the rule
+// reads on that segment (acc, a bit set over OpClass.Acc).
+type workPart struct {
+	seg  int
+	work bool
+	acc  uint64
+}
+
+// times are the part's forward, backward and parameter-gradient-tail
+// seconds on device d at share 1.
+func (p workPart) times(c *OpClass, d int) (f, b, w float64) {
+	if p.work {
+		f, b, w = c.TimeF[d], c.TimeB[d], c.TimeW[d]
+	}
+	for ai := range c.Acc {
+		if p.acc&(1<<ai) != 0 {
+			b += c.Acc[ai].TimeB[d]
+			w += c.Acc[ai].TimeW[d]
+		}
+	}
+	return f, b, w
+}
+
+// workParts splits class ci's compute into the parts the MILP prices with
+// one share term each, and the rules (a sum of their x columns) under
+// which each applies. A class without accumulations has one part per work
+// segment, as before they were priced apart; with them, a rule whose
+// input's segment is its work segment keeps one part for both.
+func (e *Encoding) workParts(v *MILPVars, ci int) ([]workPart, []lin) {
+	c := &e.Classes[ci]
+	if len(c.Acc) > 64 {
+		panic(fmt.Sprintf("op class %s: %d accumulated inputs", c.Name, len(c.Acc)))
+	}
+	index := map[workPart]int{}
+	var parts []workPart
+	var on []lin
+	for ri, r := range c.Rules {
+		mine := map[int]*workPart{}
+		part := func(seg int) *workPart {
+			if mine[seg] == nil {
+				mine[seg] = &workPart{seg: seg}
+			}
+			return mine[seg]
+		}
+		part(c.WorkSeg[ri]).work = true
+		for ai, a := range c.Acc {
+			part(layoutSeg(r.In[a.Slot])).acc |= 1 << ai
+		}
+		for _, seg := range sortedKeys(mine) {
+			p := *mine[seg]
+			k, ok := index[p]
+			if !ok {
+				k = len(parts)
+				index[p] = k
+				parts = append(parts, p)
+				on = append(on, lin{})
+			}
+			on[k].add(v.x[ci][ri], 1)
+		}
+	}
+	return parts, on
+}
+
+// accumulation is c's accumulation of input slot's gradient, added (for n
+// devices) if it has none yet.
+func (c *OpClass) accumulation(slot, n int) *Accumulation {
+	for i := range c.Acc {
+		if c.Acc[i].Slot == slot {
+			return &c.Acc[i]
+		}
+	}
+	c.Acc = append(c.Acc, Accumulation{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n)})
+	return &c.Acc[len(c.Acc)-1]
+}
+
+// accShare is device d's share of accumulation a of class c under rule r:
+// the share of the layout the rule reads the input in.
+func (e *Encoding) accShare(lengths [][]int, c *OpClass, r int, a *Accumulation, d int) float64 {
+	return share(lengths, e.Segs, layoutSeg(c.Rules[r].In[a.Slot]), d)
 }
 
 // TensorClass is a set of tensors in identical positions.
@@ -186,13 +286,25 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	// Backward work per forward op: the actual gradient ops autodiff emits,
 	// in the order it emits them; tail[i] counts the last of op i's that
 	// only make parameter gradients (weightTail).
+	// bwdSlot[i][k] is the input slot whose gradient bwd[i][k] accumulates
+	// (step.Train.Accumulations), −1 for the op's own gradient work.
 	bwd := make([][]cost.Work, len(g.Ops))
+	bwdSlot := make([][]int, len(g.Ops))
 	tail := weightTail(step, len(g.Ops))
+	accSlot := map[ir.OpID]int{}
+	for _, a := range step.Train.Accumulations {
+		accSlot[a.Add] = a.Slot
+	}
 	for i := range step.Ops {
 		op := &step.Ops[i]
 		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
 			w, _ := step.Work(op.ID)
 			bwd[op.GradOf] = append(bwd[op.GradOf], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+			slot, ok := accSlot[op.ID]
+			if !ok {
+				slot = -1
+			}
+			bwdSlot[op.GradOf] = append(bwdSlot[op.GradOf], slot)
 		}
 	}
 	// savedFor[t] holds the forward ops whose backward reads forward
@@ -267,11 +379,20 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		for d := 0; d < n; d++ {
 			for k, w := range works {
 				t := m.ComputeTime(d, w)
+				inTail := k > len(bwd[i])-tail[i]
+				if k > 0 && bwdSlot[i][k-1] >= 0 {
+					a := oc.accumulation(bwdSlot[i][k-1], n)
+					a.TimeB[d] += t
+					if inTail {
+						a.TimeW[d] += t
+					}
+					continue
+				}
 				oc.Time[d] += t
 				switch {
 				case k == 0:
 					oc.TimeF[d] += t
-				case k > len(bwd[i])-tail[i]:
+				case inTail:
 					oc.TimeW[d] += t
 					oc.TimeB[d] += t
 				default:

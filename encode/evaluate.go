@@ -127,10 +127,18 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		inst := float64(len(c.Ops))
 		for _, d := range reps {
 			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
-			br.Compute[d] += c.Time[d] * sh
+			time, b, w := c.Time[d]*sh, c.TimeB[d]*sh, c.TimeW[d]*sh
+			for ai := range c.Acc {
+				a := &c.Acc[ai]
+				ash := e.accShare(ch.Lengths, c, r, a, d)
+				time += a.TimeB[d] * ash
+				b += a.TimeB[d] * ash
+				w += a.TimeW[d] * ash
+			}
+			br.Compute[d] += time
 			terms[d].fwd[ci] = c.TimeF[d] * sh / inst
-			terms[d].bwd[ci] = c.TimeB[d] * sh / inst
-			terms[d].wtail[ci] = c.TimeW[d] * sh / inst
+			terms[d].bwd[ci] = b / inst
+			terms[d].wtail[ci] = w / inst
 		}
 	}
 	coll := resize(s.coll, len(e.Tensors)) // whether each class's layout changes take a collective

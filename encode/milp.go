@@ -2,6 +2,7 @@ package encode
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -297,30 +298,30 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	memoryBinds := e.MemoryMayBind()
 	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
-	for ci, c := range e.Classes {
-		bySeg := map[int]lin{}
-		for ri := range c.Rules {
-			if bySeg[c.WorkSeg[ri]] == nil {
-				bySeg[c.WorkSeg[ri]] = lin{}
-			}
-			bySeg[c.WorkSeg[ri]].add(v.x[ci][ri], 1)
-		}
+	for ci := range e.Classes {
+		c := &e.Classes[ci]
+		parts, on := e.workParts(v, ci)
 		fwdC[ci], bwdC[ci], wC[ci] = make([]lin, G), make([]lin, G), make([]lin, G)
 		inst := float64(len(c.Ops))
 		for g := 0; g < G; g++ {
 			d := e.Groups[g][0] // every device of a group prices the same
 			fwdC[ci][g], bwdC[ci][g], wC[ci][g] = lin{}, lin{}, lin{}
-			for _, s := range sortedKeys(bySeg) {
-				if c.TimeF[d] == 0 && c.TimeB[d] == 0 {
-					break // no work: no share columns
+			for pi, p := range parts {
+				f, b, w := p.times(c, d)
+				if f == 0 && b == 0 {
+					continue // no work: no share columns
 				}
-				sh := lin{} // the group's share of the rule's work
-				shareTerm(sh, 1, s, g, bySeg[s], fmt.Sprintf("c%d", ci))
+				owner := fmt.Sprintf("c%d", ci)
+				if p.acc != 0 {
+					owner += fmt.Sprintf("a%b", p.acc)
+				}
+				sh := lin{} // the group's share of the part
+				shareTerm(sh, 1, p.seg, g, on[pi], owner)
 				for col, val := range sh {
-					fwdC[ci][g].add(col, milpTime*c.TimeF[d]/inst*val)
-					bwdC[ci][g].add(col, milpTime*c.TimeB[d]/inst*val)
-					if c.TimeW[d] > 0 {
-						wC[ci][g].add(col, milpTime*c.TimeW[d]/inst*val)
+					fwdC[ci][g].add(col, milpTime*f/inst*val)
+					bwdC[ci][g].add(col, milpTime*b/inst*val)
+					if w > 0 {
+						wC[ci][g].add(col, milpTime*w/inst*val)
 					}
 				}
 			}
@@ -834,17 +835,9 @@ func (e *Encoding) SpreadInGroups(ch *Choice) {
 	}
 }
 
-func sortedKeys(m map[int]lin) []int {
-	var ks []int
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && ks[j] < ks[j-1]; j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
-	return ks
+// sortedKeys is m's keys in increasing order: a deterministic MILP.
+func sortedKeys[V any](m map[int]V) []int {
+	return slices.Sorted(maps.Keys(m))
 }
 
 func sortCoefs(cs []milp.Coef) {

@@ -110,6 +110,7 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 	b.scope = LossGradScope
 	grads[g.Loss] = b.emit1(OpFillLike, Attrs{Scale: 1}, g.Loss)
 	c := &gradCtx{b: b, req: req}
+	var acc []Accumulation
 	for i := nFwd - 1; i >= 0; i-- {
 		op := g.Ops[i] // a copy: Emit appends to g.Ops
 		dys := make([]TensorID, len(op.Outputs))
@@ -140,6 +141,9 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 				grads[in] = dxs[j]
 			} else {
 				grads[in] = b.Add(grads[in], dxs[j])
+				if b.err == nil {
+					acc = append(acc, Accumulation{Add: g.Tensors[grads[in]].Producer, Of: op.ID, Slot: j})
+				}
 			}
 		}
 		if b.err != nil {
@@ -148,7 +152,7 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 	}
 
 	b.phase, b.gradOf, b.scope = Update, NoOp, ""
-	info := &TrainInfo{Optimizer: opt, Step: NoTensor, ForwardOps: nFwd}
+	info := &TrainInfo{Optimizer: opt, Step: NoTensor, ForwardOps: nFwd, Accumulations: acc}
 	if opt.Kind == "adam" {
 		info.Step = b.state("adam.step", Shape{})
 	}

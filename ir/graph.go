@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Graph is a tensor program. Tensors[i].ID == i and Ops[i].ID == i; Ops are
@@ -29,6 +30,19 @@ type TrainInfo struct {
 	// ForwardOps is the number of forward ops: Ops[:ForwardOps] is the
 	// forward graph the step was derived from.
 	ForwardOps int
+	// Accumulations are the adds backward makes to sum the gradients of a
+	// tensor that several ops read, in step order. A cost model needs them
+	// apart: they work on the tensor as its reader holds it, not on the
+	// reader's share of the work.
+	Accumulations []Accumulation
+}
+
+// Accumulation is one add of a reader's gradient into the sum of a
+// tensor's gradients.
+type Accumulation struct {
+	Add  OpID // the add, a backward op with GradOf == Of
+	Of   OpID // the forward op that reads the tensor
+	Slot int  // the tensor's input slot in Of
 }
 
 // ParamSlot is one trainable parameter in a training step.
@@ -112,6 +126,7 @@ func (g *Graph) Clone() *Graph {
 			p.NewState = append([]TensorID{}, p.NewState...)
 			t.Params[i] = p
 		}
+		t.Accumulations = slices.Clone(g.Train.Accumulations)
 		c.Train = &t
 	}
 	return c

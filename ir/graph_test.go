@@ -95,6 +95,46 @@ func TestBuildTrainStepStructure(t *testing.T) {
 	}
 }
 
+// A tensor read by several ops has its gradients summed, one add per
+// reader after the first that backward meets (the last in forward order),
+// and the step lists each add with the reader and slot it sums in: a cost
+// model prices them by the layout that reader holds the tensor in.
+func TestBuildTrainStepListsGradientSums(t *testing.T) {
+	b := NewBuilder("fanout", Float64)
+	x := b.Input("x", Float64, 2, 3)
+	w := b.Param("w", 3, 3)
+	h := b.MatMul(x, w)                  // op 0 reads x
+	k := b.MatMul(h, b.Param("v", 3, 3)) // op 1 reads h
+	q := b.Add(h, b.MatMul(h, w))        // ops 2 and 3 read h; op 2 reads w, as op 0 does
+	g, err := b.Finish(b.CrossEntropy(b.Add(k, q), b.Label("y", 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := BuildTrainStep(g, SGD(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// h: op 3 (add) meets it first, then op 2 (matmul) and op 1 add
+	// theirs; w: op 2 meets it first, then op 0 adds its own.
+	want := []Accumulation{{Of: 2, Slot: 0}, {Of: 1, Slot: 0}, {Of: 0, Slot: 1}}
+	got := step.Train.Accumulations
+	if len(got) != len(want) {
+		t.Fatalf("accumulations %+v, want %d of them", got, len(want))
+	}
+	for i, a := range got {
+		if a.Of != want[i].Of || a.Slot != want[i].Slot {
+			t.Errorf("accumulation %d: of op %d slot %d, want op %d slot %d", i, a.Of, a.Slot, want[i].Of, want[i].Slot)
+		}
+		add := step.Op(a.Add)
+		if add.Kind != OpAdd || add.Phase != Backward || add.GradOf != a.Of {
+			t.Errorf("accumulation %d: op %q (%s, %s, grad of %d), want the backward add of op %d", i, add.Name, add.Kind, add.Phase, add.GradOf, a.Of)
+		}
+	}
+	if c := step.Clone(); &c.Train.Accumulations[0] == &step.Train.Accumulations[0] {
+		t.Error("Clone shares the accumulations")
+	}
+}
+
 func TestBuildTrainStepRejectsUntrainableGraphs(t *testing.T) {
 	b := NewBuilder("unused", Float64)
 	x := b.Input("x", Float64, 2, 3)

@@ -259,12 +259,14 @@ func TestFasterStartsOverMemoryAreRepaired(t *testing.T) {
 	}
 }
 
-// bert-base on paper-16 at batch 2560 could fit its bytes once (240.5 of
-// 247.4 GB) but no start fits, even repaired. Stopped by the clock before
-// the solver decides, Synthesize says that it stopped, how to search
-// longer, and the closest program — not that no plan exists.
+// bert-base on paper-16 at batch 2432 could fit its bytes once but no
+// start fits, even repaired. Stopped by the clock before the solver
+// decides, Synthesize says that it stopped, how to search longer, and the
+// closest program — not that no plan exists. (At batch 2560 CBC proves
+// within the millisecond that no program under the step cap fits, since
+// the gradient sums of replicated inputs are priced whole.)
 func TestNoPlanWithinTheLimitsSaysSo(t *testing.T) {
-	g, _, m, starts := bertBaseOnPaper16(t, 2560)
+	g, _, m, starts := bertBaseOnPaper16(t, 2432)
 	_, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), TimeLimit: time.Millisecond, Starts: starts})
 	if !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("got %v, want ErrNoPlan", err)
