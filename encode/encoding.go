@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"math"
@@ -102,7 +103,7 @@ type OpClass struct {
 	// device does all of it).
 	WorkSeg []int
 	// Time is per device the seconds of forward+backward of all Ops at
-	// share 1; TimeF and TimeB its forward and backward parts.
+	// share 1, Acc apart; TimeF and TimeB its forward and backward parts.
 	Time, TimeF, TimeB []float64
 	// TimeW is the part of TimeB that the op's backward runs after its
 	// last input gradient: the parameter gradients that follow it (a
@@ -129,13 +130,13 @@ type Accumulation struct {
 }
 
 // workPart is a part of an op class's time that one segment's share
-// scales under some of its rules: the rule's own work (work) when the
-// segment is its work segment, and the accumulations whose input the rule
-// reads on that segment (acc, a bit set over OpClass.Acc).
+// scales under some of its rules: the rule's own work (work) when seg is
+// its work segment, and the accumulations whose input the rule reads on
+// seg (acc[ai] == '1' for OpClass.Acc[ai]).
 type workPart struct {
 	seg  int
 	work bool
-	acc  uint64
+	acc  string
 }
 
 // times are the part's forward, backward and parameter-gradient-tail
@@ -144,8 +145,8 @@ func (p workPart) times(c *OpClass, d int) (f, b, w float64) {
 	if p.work {
 		f, b, w = c.TimeF[d], c.TimeB[d], c.TimeW[d]
 	}
-	for ai := range c.Acc {
-		if p.acc&(1<<ai) != 0 {
+	for ai := range p.acc {
+		if p.acc[ai] == '1' {
 			b += c.Acc[ai].TimeB[d]
 			w += c.Acc[ai].TimeW[d]
 		}
@@ -154,32 +155,28 @@ func (p workPart) times(c *OpClass, d int) (f, b, w float64) {
 }
 
 // workParts splits class ci's compute into the parts the MILP prices with
-// one share term each, and the rules (a sum of their x columns) under
-// which each applies. A class without accumulations has one part per work
-// segment, as before they were priced apart; with them, a rule whose
-// input's segment is its work segment keeps one part for both.
+// one share term each, with the rules (a sum of their x columns) under
+// which each applies. Without accumulations that is one part per work
+// segment; a rule that reads an accumulated input on its work segment
+// prices both in one part.
 func (e *Encoding) workParts(v *MILPVars, ci int) ([]workPart, []lin) {
 	c := &e.Classes[ci]
-	if len(c.Acc) > 64 {
-		panic(fmt.Sprintf("op class %s: %d accumulated inputs", c.Name, len(c.Acc)))
-	}
 	index := map[workPart]int{}
 	var parts []workPart
 	var on []lin
 	for ri, r := range c.Rules {
-		mine := map[int]*workPart{}
-		part := func(seg int) *workPart {
-			if mine[seg] == nil {
-				mine[seg] = &workPart{seg: seg}
-			}
-			return mine[seg]
-		}
-		part(c.WorkSeg[ri]).work = true
+		acc := map[int][]byte{} // per segment, the rule's accumulations on it
+		segs := map[int]bool{c.WorkSeg[ri]: true}
 		for ai, a := range c.Acc {
-			part(layoutSeg(r.In[a.Slot])).acc |= 1 << ai
+			s := layoutSeg(r.In[a.Slot])
+			if acc[s] == nil {
+				acc[s] = bytes.Repeat([]byte{'0'}, len(c.Acc))
+			}
+			acc[s][ai] = '1'
+			segs[s] = true
 		}
-		for _, seg := range sortedKeys(mine) {
-			p := *mine[seg]
+		for _, s := range sortedKeys(segs) {
+			p := workPart{seg: s, work: s == c.WorkSeg[ri], acc: string(acc[s])}
 			k, ok := index[p]
 			if !ok {
 				k = len(parts)

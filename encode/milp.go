@@ -311,9 +311,11 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 				if f == 0 && b == 0 {
 					continue // no work: no share columns
 				}
+				// One owner per part: its shares over the devices add up
+				// to the whole under its own rules (zetaOf).
 				owner := fmt.Sprintf("c%d", ci)
-				if p.acc != 0 {
-					owner += fmt.Sprintf("a%b", p.acc)
+				if !p.work || p.acc != "" {
+					owner += fmt.Sprintf("p%d", pi)
 				}
 				sh := lin{} // the group's share of the part
 				shareTerm(sh, 1, p.seg, g, on[pi], owner)
