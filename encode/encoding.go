@@ -116,14 +116,14 @@ type OpClass struct {
 	// column-parallel matmul reads its input whole, so the sum of q, k
 	// and v's input gradients is whole on every device (on vit h100-16,
 	// 0.16 ms of 1.8 ms of compute that the work share priced at 1/12).
-	Acc []Accumulation
+	Acc []AccumulationTime
 }
 
-// Accumulation is the backward seconds per device, at share 1 and over all
+// AccumulationTime is the backward seconds per device, at share 1 and over all
 // of a class's ops, of the adds that sum the gradient of its input slot
 // Slot; W is the part of it in the op's parameter-gradient tail (a
 // parameter that two ops read: the tied embedding).
-type Accumulation struct {
+type AccumulationTime struct {
 	Slot  int
 	TimeB []float64
 	TimeW []float64
@@ -164,11 +164,11 @@ func (e *Encoding) workParts(v *MILPVars, ci int) ([]workPart, []lin) {
 	index := map[workPart]int{}
 	var parts []workPart
 	var on []lin
-	for ri, r := range c.Rules {
+	for ri := range c.Rules {
 		acc := map[int][]byte{} // per segment, the rule's accumulations on it
 		segs := map[int]bool{c.WorkSeg[ri]: true}
-		for ai, a := range c.Acc {
-			s := layoutSeg(r.In[a.Slot])
+		for ai := range c.Acc {
+			s := c.accSeg(ri, &c.Acc[ai])
 			if acc[s] == nil {
 				acc[s] = bytes.Repeat([]byte{'0'}, len(c.Acc))
 			}
@@ -192,20 +192,20 @@ func (e *Encoding) workParts(v *MILPVars, ci int) ([]workPart, []lin) {
 
 // accumulation is c's accumulation of input slot's gradient, added (for n
 // devices) if it has none yet.
-func (c *OpClass) accumulation(slot, n int) *Accumulation {
+func (c *OpClass) accumulation(slot, n int) *AccumulationTime {
 	for i := range c.Acc {
 		if c.Acc[i].Slot == slot {
 			return &c.Acc[i]
 		}
 	}
-	c.Acc = append(c.Acc, Accumulation{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n)})
+	c.Acc = append(c.Acc, AccumulationTime{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n)})
 	return &c.Acc[len(c.Acc)-1]
 }
 
-// accShare is device d's share of accumulation a of class c under rule r:
-// the share of the layout the rule reads the input in.
-func (e *Encoding) accShare(lengths [][]int, c *OpClass, r int, a *Accumulation, d int) float64 {
-	return share(lengths, e.Segs, layoutSeg(c.Rules[r].In[a.Slot]), d)
+// accSeg is the segment that scales accumulation a of class c under rule
+// r: that of the layout the rule reads the input in (−1: whole).
+func (c *OpClass) accSeg(r int, a *AccumulationTime) int {
+	return layoutSeg(c.Rules[r].In[a.Slot])
 }
 
 // TensorClass is a set of tensors in identical positions.

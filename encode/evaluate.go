@@ -130,7 +130,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			time, b, w := c.Time[d]*sh, c.TimeB[d]*sh, c.TimeW[d]*sh
 			for ai := range c.Acc {
 				a := &c.Acc[ai]
-				ash := e.accShare(ch.Lengths, c, r, a, d)
+				ash := share(ch.Lengths, e.Segs, c.accSeg(r, a), d)
 				time += a.TimeB[d] * ash
 				b += a.TimeB[d] * ash
 				w += a.TimeW[d] * ash

@@ -161,9 +161,9 @@ func fixed(v float64, decimals int) string {
 }
 
 // WriteSummary writes the step time and a per-device table. Times are in
-// seconds, or in ms or µs when the step is under 10 ms or 10 µs (a tiny
-// model's step in seconds reads 0.000001); memory is in GiB, or MiB when no
-// device's peak reaches a GiB.
+// TimeUnit's unit for the step (a tiny model's step in seconds reads
+// 0.000001), a nonzero time too small for the table as "<0.0001" (fixed);
+// memory is in GiB, or MiB when no device's peak reaches a GiB.
 func (r *Result) WriteSummary(w io.Writer) error {
 	unit, scale := TimeUnit(r.StepSeconds)
 	digits := 6
