@@ -8,7 +8,10 @@
 // established. It also encodes the planning problem (encoding.go): op and
 // tensor classes, their prices under the step-time model (timeline.go, the
 // two-stream timeline the simulator runs) and the MILP over rules, layouts,
-// methods, all-to-alls and integer lengths (milp.go). Evaluate
+// methods, all-to-alls and integer lengths (milp.go). An op's compute is
+// priced at its rule's share of the work, except the adds that sum the
+// gradients of an input several ops read (OpClass.Acc), priced at the
+// share of the layout the rule reads that input in. Evaluate
 // (evaluate.go) prices one choice with the same terms as the MILP; an
 // Evaluator does it without allocating, for loops that price thousands. An
 // Encoding is read-only once built, so pricing may run on several
