@@ -17,6 +17,9 @@
 // Tensors and ops are identified by dense integer IDs (TensorID, OpID) that
 // index Graph.Tensors and Graph.Ops; ops are stored in a topological order,
 // so a pass over Graph.Ops sees every producer before its consumers.
+// A training step's TrainInfo ties each parameter to its gradient and
+// update, and lists the adds that sum a tensor's gradients from its several
+// readers (Accumulations), which cost models price apart.
 //
 // # Operator table
 //
