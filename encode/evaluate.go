@@ -50,6 +50,9 @@ func (v *Evaluator) Seconds(ch *Choice) (float64, error) {
 	return v.br.Seconds, nil
 }
 
+// Comm is Breakdown.Comm of the choice Seconds last priced without error.
+func (v *Evaluator) Comm() float64 { return v.br.Comm }
+
 // Overflow prices ch as Seconds does but without the devices' capacities:
 // its step time and over, the bytes by which the devices' peaks exceed
 // their capacities, summed (0 when it fits). It errs only for a choice

@@ -1013,6 +1013,37 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 			ch.AllToAll[e.tclassOf[in.Tensor]] = true
 		}
 	}
+	// The methods of its uneven collectives, per (tensor class, layout
+	// made); tied tensors made by different methods are not a choice.
+	method := map[[2]int]string{}
+	for _, in := range p.Instrs {
+		if in.Kind != Comm || (in.Collective != ir.OpAllGather && in.Collective != ir.OpReduceScatter) {
+			continue
+		}
+		tc := e.tclassOf[in.Tensor]
+		to, ok := remap(in.To)
+		if !ok {
+			return nil, false
+		}
+		qi := slices.Index(e.Layouts(tc), to)
+		if qi < 0 {
+			return nil, false
+		}
+		m := in.Method
+		if m != MethodGrouped {
+			m = MethodPadded // "" and even: Decode writes padded, which runs even pieces evenly
+		}
+		if prev, seen := method[[2]int{tc, qi}]; seen && prev != m {
+			return nil, false
+		}
+		method[[2]int{tc, qi}] = m
+		if m == MethodGrouped {
+			if ch.Grouped[tc] == nil {
+				ch.Grouped[tc] = make([]bool, len(e.Layouts(tc)))
+			}
+			ch.Grouped[tc][qi] = true
+		}
+	}
 	for _, lf := range p.Leaves {
 		ti := e.tclassOf[lf.Tensor]
 		l, ok := remap(lf.Layout)

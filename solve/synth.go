@@ -296,6 +296,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if failure == "" && !lostStart {
 		ch = e.ChoiceFrom(vars, res.Values)
 	}
+	ch = tidyMethods(e, ch)
 	br, err := e.Evaluate(ch)
 	if err != nil {
 		return nil, fmt.Errorf("internal: the solver's choice does not evaluate: %w", err)
