@@ -8,12 +8,14 @@
 // lengths for the program found — and bounds every solve by
 // branch-and-bound nodes, so that the same inputs give the same plan on
 // any machine (a time limit, when asked for, caps it too). pinned.go
-// solves the MILP with the program or the lengths pinned; solve/paper is
-// the HAP paper's own algorithm (bench's hap-paper, and a start here).
+// solves the MILP with the program or the lengths pinned; methods.go
+// breaks the ties the step time leaves among collective methods, toward
+// less communication; solve/paper is the HAP paper's own algorithm
+// (bench's hap-paper, and a start here).
 //
 //	graph + cluster ──encode.Encode──► Encoding ──Encoding.MILP──► milp.Model
 //	                                                                  │ CBC
-//	  Program ◄──Encoding.Decode── Choice ◄──Encoding.ChoiceFrom── solution
+//	  Program ◄──Encoding.Decode── Choice ◄──tidyMethods── Choice ◄──Encoding.ChoiceFrom── solution
 //
 // solve imports encode, ir, cost and cluster; the binding subpackages
 // import nothing of hap (milp/cbc imports milp); solve/paper imports

@@ -2,7 +2,9 @@ package solve
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"hap/encode"
 	"hap/ir"
@@ -169,5 +171,48 @@ func TestSynthesizedPlanLeavesNoMethodTie(t *testing.T) {
 	}
 	if ti, qi, ok := flipThatPays(t, res.Encoding, res.Choice); ok {
 		t.Errorf("making %s's layout %v by the other method moves less communication at no cost to the step", res.Encoding.Tensors[ti].Name, res.Encoding.Layouts(ti)[qi])
+	}
+}
+
+// LocalSearch switches methods too (Polish's exact lengths keep them
+// pinned, so before this move only the joint MILP chose them): from the
+// exhaustive optimum of a random small case with one collective switched
+// to its dearer method, what it returns has no single method switch left
+// that shortens the step.
+func TestLocalSearchSwitchesMethods(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	switched := 0
+	for i := 0; i < 40; i++ {
+		g := smallGraph(rng)
+		m := smallCluster(t, rng, 2+rng.IntN(2))
+		e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoAllToAll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		best, opt := enumerate(t, e)
+		for ti := range e.Tensors {
+			for qi := range opt.Grouped[ti] {
+				c := opt.Clone()
+				c.Grouped[ti][qi] = !c.Grouped[ti][qi]
+				if br, err := e.Evaluate(c); err != nil || br.Seconds <= best*(1+improveTolerance) {
+					continue // this collective's method does not matter here
+				}
+				switched++
+				got, cost := LocalSearch(context.Background(), e, c, time.Time{})
+				for tj := range e.Tensors {
+					for qj := range got.Grouped[tj] {
+						d := got.Clone()
+						d.Grouped[tj][qj] = !d.Grouped[tj][qj]
+						if br, err := e.Evaluate(d); err == nil && br.Seconds < cost*(1-improveTolerance) {
+							t.Errorf("case %d: LocalSearch stopped at %.6g s, but making %s's layout %v by the other method gives %.6g s",
+								i, cost, e.Tensors[tj].Name, e.Layouts(tj)[qj], br.Seconds)
+						}
+					}
+				}
+			}
+		}
+	}
+	if switched == 0 {
+		t.Fatal("no case has a collective whose method matters")
 	}
 }
