@@ -60,6 +60,12 @@ type Encoding struct {
 	// blocks is the step-time timeline (timeline.go); terms its terms.
 	blocks []block
 	terms  []term
+	// spread are the leaf classes read in several blocks, whose layout
+	// change the timeline places at the first reader that needs it
+	// (timeline.go); spreadOf maps a tensor class to its index there, −1
+	// for the others.
+	spread   []spreadLeaf
+	spreadOf []int
 	// a2a prices an all-to-all over every device from the bytes each
 	// holds (cost.AllToAllTerms).
 	a2a cost.AllToAllTerms

@@ -193,7 +193,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			return fmt.Errorf("%w: device %d needs %.4g %s, has %.4g %s", ErrInfeasibleChoice, d, br.Memory[d]*per, unit, e.Capacity[d]*per, unit)
 		}
 	}
-	br.Seconds = e.stepSeconds(coll, terms, reps, arena, &s.timeline)
+	br.Seconds = e.stepSeconds(ch, coll, terms, reps, arena, &s.timeline)
 	return nil
 }
 

@@ -295,6 +295,9 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		update[d], resident[d] = lin{}, lin{}
 	}
 	leafShare := make([][]lin, len(e.Tensors))
+	// commBound[ti] bounds commT[ti] (and adjT[ti]) at every integer point:
+	// the big M of the rows that place a spread leaf's change (spreadRows).
+	commBound := make([]float64, len(e.Tensors))
 	memoryBinds := e.MemoryMayBind()
 	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
@@ -600,6 +603,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
 			commT[ti].add(tp, 1)
 			commT[ti].add(tg, 1)
+			commBound[ti] += math.Max(mPad, mGrp)
 			// Whatever the lengths and method, the conversion costs at
 			// least its cheapest case: padded with the most even pieces, or
 			// grouped with one non-empty piece.
@@ -615,6 +619,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			case Identity:
 				if produced[R] {
 					commT[ti].add(conv(I, R, false), milpTime*e.collCoeffs(t, I).AllReduce)
+					commBound[ti] += milpTime * e.collCoeffs(t, I).AllReduce
 				}
 				for _, h := range layouts {
 					if produced[h] && h.Kind == Gather {
@@ -732,7 +737,8 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		m.Cols[v.T].Upper = milpTime * limit * (1 + limitSlack)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, collCols, bigM, col, row)
+	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}

@@ -68,6 +68,28 @@ import (
 // runs beside that op's parameter gradients (W): without that, expert
 // parallelism's dispatch all-to-all was priced +2.65% on BERT-MoE.
 
+// A leaf read by ops of several blocks — GPT-2's token embedding, which
+// its decoder reads again at the end of forward — has its layout change
+// made where Decode makes it: at the first reader whose layout needs it,
+// not necessarily at the first reader. Its all-gather goes on the
+// communication stream in that reader's block, and its adjoint, in
+// backward, after that block's backward. (Charged at the first reader,
+// GPT-2 on v100-8 with the embedding read in pieces and the decoder's copy
+// gathered was priced 3.6% over the simulator: the gather ahead of every
+// other at the start of forward, its reduce-scatter after all of backward.)
+// Such a leaf's change and adjoint are left out of the fixed terms; the
+// timeline adds them at the reader the choice makes first (spreadFirst).
+
+// spreadLeaf is a leaf class read in more than one block.
+type spreadLeaf struct {
+	class int
+	// readers are the (op class, input slot) pairs reading each of the
+	// class's tensors, in program order (the same for every tensor);
+	// blocks[j] counts, per block, the tensors whose j-th reader is in it.
+	readers [][2]int
+	blocks  [][]classCount // classCount.class is the block here
+}
+
 // block is a run of forward ops in program order.
 type block struct {
 	// first is the op class of the block's first op.
@@ -129,7 +151,84 @@ func (e *Encoding) buildBlocks() {
 	for k := range e.blocks {
 		e.blocks[k] = block{first: firsts[k], ops: counts(ops[k]), tensors: counts(tensors[k])}
 	}
+	e.findSpread(blockOf)
 	e.terms = e.listTerms()
+}
+
+// findSpread lists the leaf classes read in more than one block whose
+// tensors all have the same readers (op class and slot, in program order);
+// a class whose tied tensors differ in their readers keeps its change at
+// the first reader.
+func (e *Encoding) findSpread(blockOf []int) {
+	g := e.G
+	readers := make([][][2]int, len(g.Tensors)) // per tensor: (op, slot)
+	for i := range g.Ops {
+		for slot, t := range g.Ops[i].Inputs {
+			readers[t] = append(readers[t], [2]int{i, slot})
+		}
+	}
+	e.spreadOf = make([]int, len(e.Tensors))
+	for ti := range e.Tensors {
+		e.spreadOf[ti] = -1
+		tc := &e.Tensors[ti]
+		if tc.Producer >= 0 || len(tc.Tensors) == 0 {
+			continue
+		}
+		var seq [][2]int
+		spread, same := false, true
+		blocks := []map[int]int{}
+		for n, t := range tc.Tensors {
+			rs := readers[t]
+			if n == 0 {
+				for _, r := range rs {
+					seq = append(seq, [2]int{e.classOf[r[0]], r[1]})
+					blocks = append(blocks, map[int]int{})
+				}
+			}
+			if len(rs) != len(seq) {
+				same = false
+				break
+			}
+			for j, r := range rs {
+				if seq[j] != [2]int{e.classOf[r[0]], r[1]} {
+					same = false
+				}
+				blocks[j][blockOf[r[0]]]++
+				spread = spread || blockOf[r[0]] != blockOf[rs[0][0]]
+			}
+		}
+		if !spread || !same {
+			continue
+		}
+		sl := spreadLeaf{class: ti, readers: seq}
+		for _, m := range blocks {
+			sl.blocks = append(sl.blocks, counts(m))
+		}
+		e.spreadOf[ti] = len(e.spread)
+		e.spread = append(e.spread, sl)
+	}
+}
+
+// spreadFirst is, per spread leaf, the reader (index into readers) that
+// makes its layout change under ch — the first whose layout is neither
+// the leaf's own nor Reduce (a free pad) — or −1 when none does. Decode
+// makes the change there: an all-gather to Identity, from which every
+// other layout is a free slice. first has one entry per spread leaf.
+func (e *Encoding) spreadFirst(ch *Choice, first []int) {
+	for s := range e.spread {
+		sl := &e.spread[s]
+		first[s] = -1
+		h := e.have(ch, sl.class)
+		if h.Kind != Gather {
+			continue // Identity: every layout is a free slice
+		}
+		for j, r := range sl.readers {
+			if q := e.Classes[r[0]].Rules[ch.Rule[r[0]]].In[r[1]]; q != h && q.Kind != Reduce {
+				first[s] = j
+				break
+			}
+		}
+	}
 }
 
 // counts lists m's entries in class order (deterministic encodings).
@@ -202,8 +301,11 @@ func (e *Encoding) listTerms() []term {
 		}
 		for _, tc := range bl.tensors {
 			n, t := float64(tc.n), &e.Tensors[tc.class]
+			spread := e.spreadOf[tc.class] >= 0 // its change and adjoint: spreadFirst
 			if t.Producer < 0 {
-				visit(k, bucketP, atomComm, tc.class, n)
+				if !spread {
+					visit(k, bucketP, atomComm, tc.class, n)
+				}
 			} else {
 				visit(k, bucketFc, atomComm, tc.class, n)
 				visit(k, bucketFa, atomComm, tc.class, n)
@@ -212,7 +314,7 @@ func (e *Encoding) listTerms() []term {
 			case t.Kind == ir.Param:
 				// A parameter's adjoints and gradient all-reduce block
 				// nothing until the update.
-				if t.ReqGrad {
+				if t.ReqGrad && !spread {
 					visit(k, bucketN, atomAdj, tc.class, n)
 				}
 				visit(k, bucketN, atomGrad, tc.class, n)
@@ -306,11 +408,29 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 // stepSeconds is the timeline's step under a choice, given the terms of
 // the devices in reps (the others price as one of them), whether each
 // tensor class's layout changes take a collective, and memory to work in.
-func (e *Encoding) stepSeconds(coll []bool, terms []timelineTerms, reps []int, a *floatArena, s *timelineScratch) float64 {
+func (e *Encoding) stepSeconds(ch *Choice, coll []bool, terms []timelineTerms, reps []int, a *floatArena, s *timelineScratch) float64 {
 	s.sums, s.update = s.sums[:0], s.update[:0]
 	for _, d := range reps {
 		s.sums = append(s.sums, e.bucketSums(&terms[d], a))
 		s.update = append(s.update, terms[d].update)
+	}
+	s.first = resize(s.first, len(e.spread))
+	e.spreadFirst(ch, s.first)
+	for si, j := range s.first {
+		if j < 0 {
+			continue
+		}
+		sl := &e.spread[si]
+		t := &e.Tensors[sl.class]
+		for r, d := range reps {
+			for _, bc := range sl.blocks[j] {
+				n := float64(bc.n)
+				s.sums[r][bucketP][bc.class] += n * terms[d].comm[sl.class]
+				if t.ReqGrad {
+					s.sums[r][bucketN][bc.class] += n * terms[d].adj[sl.class]
+				}
+			}
+		}
 	}
 	s.sync = resize(s.sync, 2*len(e.blocks))
 	clear(s.sync)
@@ -335,13 +455,14 @@ type timelineScratch struct {
 	update []float64
 	sync   []bool
 	x      []float64
+	first  []int // spreadFirst's
 }
 
 // timelineRows adds to the MILP the rows that make T at least the step of
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, collCols [][]int, bigM float64,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
 	define := func(name string, l lin) int {
@@ -395,11 +516,83 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 				terms[b][k].add(c, n)
 			}
 		})
+		for si, sl := range e.spread {
+			for j, c := range spreadComm[si] {
+				for _, bc := range sl.blocks[j] {
+					terms[bucketP][bc.class].add(c, float64(bc.n))
+					if e.Tensors[sl.class].ReqGrad {
+						terms[bucketN][bc.class].add(spreadAdj[si][j], float64(bc.n))
+					}
+				}
+			}
+		}
 		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]
 		// The same for every group: communication.
 		st.Fa, st.P, st.A, st.N = terms[bucketFa], terms[bucketP], terms[bucketA], terms[bucketN]
 	}
 	return e.syncRows(T, &st, collCols, bigM, col, row)
+}
+
+// spreadRows states spreadFirst for the MILP. Per spread leaf and reader
+// j: g_j, 1 when reader j's layout needs the change (the leaf is fed in a
+// Gather and the reader's rule reads neither it nor Reduce), exact at
+// integer points from the leaf's layout and the reader's rule binaries
+// (g_j ≥ y_l + x_r − 1 for the pairs that need it, g_j ≤ 2 − y_l − x_r
+// for the others); and the change's seconds at reader j,
+//
+//	c_j ≥ comm − M(1 − g_j) − M Σ_{i<j} g_i
+//
+// (M bounds comm), which is comm at the first reader that needs the change
+// and 0 at the others; the same for the adjoint. It returns the columns,
+// per spread leaf and reader (nil for a leaf whose change costs nothing).
+func (e *Encoding) spreadRows(v *MILPVars, commT, adjT []lin, bound []float64,
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) (comm, adj [][]int) {
+	inf := math.Inf(1)
+	comm, adj = make([][]int, len(e.spread)), make([][]int, len(e.spread))
+	for si, sl := range e.spread {
+		ti := sl.class
+		t := &e.Tensors[ti]
+		if len(commT[ti]) == 0 && len(adjT[ti]) == 0 {
+			continue
+		}
+		M := bound[ti]
+		g := make([]int, len(sl.readers))
+		for j, r := range sl.readers {
+			g[j] = col(fmt.Sprintf("spread_g_%d_%d", ti, j), 0, 1, false)
+			for li, l := range t.LeafLayouts {
+				for ri, rule := range e.Classes[r[0]].Rules {
+					q := rule.In[r[1]]
+					yc, xc := v.y[ti][li], v.x[r[0]][ri]
+					if l.Kind == Gather && q != l && q.Kind != Reduce {
+						row(fmt.Sprintf("spread_on_%d_%d_%d_%d", ti, j, li, ri), -1, inf, lin{g[j]: 1, yc: -1, xc: -1})
+					} else {
+						row(fmt.Sprintf("spread_off_%d_%d_%d_%d", ti, j, li, ri), -inf, 2, lin{g[j]: 1, yc: 1, xc: 1})
+					}
+				}
+			}
+		}
+		place := func(name string, l lin) []int {
+			cs := make([]int, len(sl.readers))
+			for j := range sl.readers {
+				cs[j] = col(fmt.Sprintf("%s_%d_%d", name, ti, j), 0, inf, false)
+				r := lin{cs[j]: 1, g[j]: -M}
+				for c, val := range l {
+					r.add(c, -val)
+				}
+				for i := 0; i < j; i++ {
+					r.add(g[i], M)
+				}
+				row(fmt.Sprintf("%s_%d_%d", name, ti, j), -M, inf, r)
+			}
+			return cs
+		}
+		comm[si] = place("spread_comm", commT[ti])
+		adj[si] = comm[si]
+		if !adjT[ti].equal(commT[ti]) {
+			adj[si] = place("spread_adj", adjT[ti])
+		}
+	}
+	return comm, adj
 }
 
 // syncVar is one synchronisation binary of the MILP: 1 when one of the
