@@ -11,7 +11,9 @@
 // methods, all-to-alls and integer lengths (milp.go). An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
 // gradients of an input several ops read (OpClass.Acc), priced at the
-// share of the layout the rule reads that input in. Evaluate
+// share of the layout the rule reads that input in. A leaf read in several
+// blocks (GPT-2's tied embedding) has its layout change timed at the first
+// reader that needs it, where Decode makes it (spreadLeaf). Evaluate
 // (evaluate.go) prices one choice with the same terms as the MILP; an
 // Evaluator does it without allocating, for loops that price thousands. An
 // Encoding is read-only once built, so pricing may run on several
