@@ -22,15 +22,7 @@ func flipThatPays(t *testing.T, e *encode.Encoding, ch *encode.Choice) (ti, qi i
 	}
 	for ti := range e.Tensors {
 		for qi := range e.Layouts(ti) {
-			c := ch.Clone()
-			if c.Grouped == nil {
-				c.Grouped = make([][]bool, len(e.Tensors))
-			}
-			if c.Grouped[ti] == nil {
-				c.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-			}
-			c.Grouped[ti][qi] = !c.Grouped[ti][qi]
-			if f, err := e.Evaluate(c); err == nil && f.Seconds <= br.Seconds && f.Comm < br.Comm*(1-improveTolerance) {
+			if f, err := e.Evaluate(withMethodFlipped(e, ch, ti, qi)); err == nil && f.Seconds <= br.Seconds && f.Comm < br.Comm*(1-improveTolerance) {
 				return ti, qi, true
 			}
 		}
@@ -67,17 +59,38 @@ func zeroLike(t *testing.T, e *encode.Encoding, dpcp *encode.Choice) *encode.Cho
 	return ch
 }
 
-// tidyMethods, from every collective padded and from every one grouped, on
-// a ZeRO-like program of gpt2 on paper-8: the step is no longer, the
-// communication less, and no flip that pays is left.
-func TestTidyMethods(t *testing.T) {
+// gpt2ZeroLike is gpt2 (batch 8) on paper-8, encoded without a memory
+// cap, and zeroLike of its dp-cp choice.
+func gpt2ZeroLike(t *testing.T) (*encode.Encoding, *encode.Choice) {
+	t.Helper()
 	g, c, m := zooOn(t, "gpt2", models.Options{Batch: 8}, "paper-8")
 	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{MemoryFraction: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, dpcp := strategyChoice(t, g, c, e, "dp-cp")
-	start := zeroLike(t, e, dpcp)
+	return e, zeroLike(t, e, dpcp)
+}
+
+// withMethodFlipped is a copy of ch whose layout qi of tensor class ti is
+// made by the other method.
+func withMethodFlipped(e *encode.Encoding, ch *encode.Choice, ti, qi int) *encode.Choice {
+	c := ch.Clone()
+	if c.Grouped == nil {
+		c.Grouped = make([][]bool, len(e.Tensors))
+	}
+	if c.Grouped[ti] == nil {
+		c.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
+	}
+	c.Grouped[ti][qi] = !c.Grouped[ti][qi]
+	return c
+}
+
+// tidyMethods, from every collective padded and from every one grouped, on
+// a ZeRO-like program of gpt2 on paper-8: the step is no longer, the
+// communication less, and no flip that pays is left.
+func TestTidyMethods(t *testing.T) {
+	e, start := gpt2ZeroLike(t)
 	for _, grouped := range []bool{false, true} {
 		ch := start.Clone()
 		ch.Grouped = make([][]bool, len(e.Tensors))
@@ -113,13 +126,8 @@ func TestTidyMethods(t *testing.T) {
 // grouped all-gather 5% faster, as 0.1465 s against the simulator's
 // 0.1388 s.
 func TestChoiceOfKeepsMethods(t *testing.T) {
-	g, c, m := zooOn(t, "gpt2", models.Options{Batch: 8}, "paper-8")
-	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{MemoryFraction: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, dpcp := strategyChoice(t, g, c, e, "dp-cp")
-	ch := tidyMethods(e, zeroLike(t, e, dpcp))
+	e, start := gpt2ZeroLike(t)
+	ch := tidyMethods(e, start)
 	p, err := e.Decode(ch)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +200,7 @@ func TestLocalSearchSwitchesMethods(t *testing.T) {
 		best, opt := enumerate(t, e)
 		for ti := range e.Tensors {
 			for qi := range opt.Grouped[ti] {
-				c := opt.Clone()
-				c.Grouped[ti][qi] = !c.Grouped[ti][qi]
+				c := withMethodFlipped(e, opt, ti, qi)
 				if br, err := e.Evaluate(c); err != nil || br.Seconds <= best*(1+improveTolerance) {
 					continue // this collective's method does not matter here
 				}
@@ -201,9 +208,7 @@ func TestLocalSearchSwitchesMethods(t *testing.T) {
 				got, cost := LocalSearch(context.Background(), e, c, time.Time{})
 				for tj := range e.Tensors {
 					for qj := range got.Grouped[tj] {
-						d := got.Clone()
-						d.Grouped[tj][qj] = !d.Grouped[tj][qj]
-						if br, err := e.Evaluate(d); err == nil && br.Seconds < cost*(1-improveTolerance) {
+						if br, err := e.Evaluate(withMethodFlipped(e, got, tj, qj)); err == nil && br.Seconds < cost*(1-improveTolerance) {
 							t.Errorf("case %d: LocalSearch stopped at %.6g s, but making %s's layout %v by the other method gives %.6g s",
 								i, cost, e.Tensors[tj].Name, e.Layouts(tj)[qj], br.Seconds)
 						}
