@@ -954,9 +954,11 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 }
 
 // ChoiceOf expresses a program (a hand-written strategy's, say) as a
-// choice of this encoding, matching segments by their units; ok is false
-// when some op runs a rule the encoding does not offer or tied ops run
-// different rules, and for mesh programs, which the encoding's 1-D layouts
+// choice of this encoding, matching segments by their units and keeping
+// the methods of its all-gathers and reduce-scatters; ok is false
+// when some op runs a rule the encoding does not offer, tied ops run
+// different rules or tied tensors are made by different methods, and for
+// mesh programs, which the encoding's 1-D layouts
 // cannot express.
 func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 	if p.Mesh != nil {
@@ -1033,7 +1035,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 		}
 		qi := slices.Index(e.Layouts(tc), to)
 		if qi < 0 {
-			return nil, false
+			continue // no reader takes it: nothing to record (Evaluate prices what readers need)
 		}
 		m := in.Method
 		if m != MethodGrouped {
