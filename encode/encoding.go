@@ -680,6 +680,19 @@ func (c *Choice) Clone() *Choice {
 	return out
 }
 
+// FlipMethod switches the method that makes layout qi (an index into
+// Layouts(ti)) of tensor class ti between padded and grouped, making room
+// in ch.Grouped as needed. Flipping twice restores ch.
+func (e *Encoding) FlipMethod(ch *Choice, ti, qi int) {
+	if ch.Grouped == nil {
+		ch.Grouped = make([][]bool, len(e.Tensors))
+	}
+	if ch.Grouped[ti] == nil {
+		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
+	}
+	ch.Grouped[ti][qi] = !ch.Grouped[ti][qi]
+}
+
 // Breakdown is Evaluate's account of a Choice.
 type Breakdown struct {
 	Seconds float64

@@ -231,6 +231,21 @@ func (e *Encoding) spreadFirst(ch *Choice, first []int) {
 	}
 }
 
+// spreadTerms calls visit with the terms spread leaf si adds when reader
+// j makes its change: the change (atomComm) prefetched in each block
+// holding a j-th reader, its adjoint (atomAdj) among that block's
+// non-blocking collectives. stepSeconds and timelineRows both place them
+// through it, as blockTerms does the fixed terms.
+func (e *Encoding) spreadTerms(si, j int, visit func(k int, b bucket, a atom, n float64)) {
+	sl := &e.spread[si]
+	for _, bc := range sl.blocks[j] {
+		visit(bc.class, bucketP, atomComm, float64(bc.n))
+		if e.Tensors[sl.class].ReqGrad {
+			visit(bc.class, bucketN, atomAdj, float64(bc.n))
+		}
+	}
+}
+
 // counts lists m's entries in class order (deterministic encodings).
 func counts(m map[int]int) []classCount {
 	out := make([]classCount, 0, len(m))
@@ -420,16 +435,15 @@ func (e *Encoding) stepSeconds(ch *Choice, coll []bool, terms []timelineTerms, r
 		if j < 0 {
 			continue
 		}
-		sl := &e.spread[si]
-		t := &e.Tensors[sl.class]
+		cls := e.spread[si].class
 		for r, d := range reps {
-			for _, bc := range sl.blocks[j] {
-				n := float64(bc.n)
-				s.sums[r][bucketP][bc.class] += n * terms[d].comm[sl.class]
-				if t.ReqGrad {
-					s.sums[r][bucketN][bc.class] += n * terms[d].adj[sl.class]
+			e.spreadTerms(si, j, func(k int, b bucket, a atom, n float64) {
+				if a == atomComm {
+					s.sums[r][b][k] += n * terms[d].comm[cls]
+				} else {
+					s.sums[r][b][k] += n * terms[d].adj[cls]
 				}
-			}
+			})
 		}
 	}
 	s.sync = resize(s.sync, 2*len(e.blocks))
@@ -516,14 +530,15 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 				terms[b][k].add(c, n)
 			}
 		})
-		for si, sl := range e.spread {
-			for j, c := range spreadComm[si] {
-				for _, bc := range sl.blocks[j] {
-					terms[bucketP][bc.class].add(c, float64(bc.n))
-					if e.Tensors[sl.class].ReqGrad {
-						terms[bucketN][bc.class].add(spreadAdj[si][j], float64(bc.n))
+		for si := range e.spread {
+			for j := range spreadComm[si] {
+				e.spreadTerms(si, j, func(k int, b bucket, a atom, n float64) {
+					c := spreadComm[si][j]
+					if a == atomAdj {
+						c = spreadAdj[si][j]
 					}
-				}
+					terms[b][k].add(c, n)
+				})
 			}
 		}
 		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]

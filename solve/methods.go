@@ -30,25 +30,19 @@ func tidyMethods(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
 	seconds, comm := br.Seconds, br.Comm
 	ev := e.NewEvaluator()
 	c := ch.Clone()
-	if c.Grouped == nil {
-		c.Grouped = make([][]bool, len(e.Tensors))
-	}
 	changed := false
 	for round := 0; round < tidyMethodRounds; round++ {
 		flipped := false
 		for ti := range e.Tensors {
-			if c.Grouped[ti] == nil {
-				c.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-			}
-			for qi := range c.Grouped[ti] {
-				c.Grouped[ti][qi] = !c.Grouped[ti][qi]
+			for qi := range e.Layouts(ti) {
+				e.FlipMethod(c, ti, qi)
 				// Less communication by more than improveTolerance: a flip
 				// that only reorders equal sums is no improvement.
 				if s, err := ev.Seconds(c); err == nil && s <= seconds && ev.Comm() < comm*(1-improveTolerance) {
 					seconds, comm, flipped = s, ev.Comm(), true
 					continue
 				}
-				c.Grouped[ti][qi] = !c.Grouped[ti][qi] // undo
+				e.FlipMethod(c, ti, qi) // undo
 			}
 		}
 		if !flipped {

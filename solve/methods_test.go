@@ -76,13 +76,7 @@ func gpt2ZeroLike(t *testing.T) (*encode.Encoding, *encode.Choice) {
 // made by the other method.
 func withMethodFlipped(e *encode.Encoding, ch *encode.Choice, ti, qi int) *encode.Choice {
 	c := ch.Clone()
-	if c.Grouped == nil {
-		c.Grouped = make([][]bool, len(e.Tensors))
-	}
-	if c.Grouped[ti] == nil {
-		c.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-	}
-	c.Grouped[ti][qi] = !c.Grouped[ti][qi]
+	e.FlipMethod(c, ti, qi)
 	return c
 }
 
