@@ -8,7 +8,9 @@
 // established. It also encodes the planning problem (encoding.go): op and
 // tensor classes, their prices under the step-time model (timeline.go, the
 // two-stream timeline the simulator runs) and the MILP over rules, layouts,
-// methods, all-to-alls and integer lengths (milp.go). An op's compute is
+// methods, all-to-alls and integer lengths (milp.go), and the same MILP
+// with transport rows (transport.go), whose LP relaxation is far tighter.
+// An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
 // gradients of an input several ops read (OpClass.Acc), priced at the
 // share of the layout the rule reads that input in. A leaf read in several

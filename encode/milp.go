@@ -76,6 +76,12 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) { return e.MILPBelow(0) }
 // rather than timeBound's worst case (every term of those rows is at most
 // the step), which tightens their LP relaxation by orders of magnitude.
 func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
+	return e.milpBelow(limit, false, true)
+}
+
+// milpBelow is MILPBelow, with the transport rows (transport.go) when
+// transport is set and without the memory rows unless memory is.
+func (e *Encoding) milpBelow(limit float64, transport, memory bool) (*milp.Model, *MILPVars) {
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
 	col := func(name string, lo, hi float64, integer bool) int {
@@ -298,7 +304,7 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 	// commBound[ti] bounds commT[ti] (and adjT[ti]) at every integer point:
 	// the big M of the rows that place a spread leaf's change (spreadRows).
 	commBound := make([]float64, len(e.Tensors))
-	memoryBinds := e.MemoryMayBind()
+	memoryBinds := memory && e.MemoryMayBind()
 	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
 	for ci := range e.Classes {
@@ -557,12 +563,14 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			}
 			row(fmt.Sprintf("noIR_%d", ti), -inf, 1, l)
 		}
-		into := map[Layout][]int{} // conv columns per layout they make
+		into := map[Layout][]int{}    // conv columns per layout they make
+		convOf := map[[2]Layout]int{} // (made, from) → conv column
 		// conv is 1 when need(q) ∧ have(h) [∧ ¬need(I)]: conv ≥ need + have − 1 − extra.
 		conv := func(q, h Layout, minusNeedI bool) int {
 			c := col(fmt.Sprintf("conv_%d_%s_%s", ti, h, q), 0, 1, false)
 			collCols[ti] = append(collCols[ti], c)
 			into[q] = append(into[q], c)
+			convOf[[2]Layout{q, h}] = c
 			l := lin{c: 1, need[q]: -1}
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
@@ -642,12 +650,14 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 			adjT[ti].add(c, val)
 		}
 		least := milpTime * e.allToAllLeast(t)
+		a2aConvOf := map[[2]Layout]int{} // (from, made) → all-to-all conv column
 		fwdLeast, adjLeast := lin{}, lin{}
 		for _, pr := range a2aPairs {
 			h, q := pr[0], pr[1]
 			c := col(fmt.Sprintf("conv_%d_%s_%s_a2a", ti, h, q), 0, 1, false)
 			collCols[ti] = append(collCols[ti], c)
 			into[q] = append(into[q], c)
+			a2aConvOf[[2]Layout{h, q}] = c
 			l := lin{c: 1, need[q]: -1, v.a2a[ti]: -1}
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
@@ -675,6 +685,9 @@ func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
 		}
 		if len(adjLeast) > 0 {
 			row(fmt.Sprintf("a2a_adj_least_%d", ti), 0, inf, adjLeast)
+		}
+		if transport && !t.Integer { // an integer tensor is read as it is made
+			e.transportRows(ti, have, v.x, produced, convs{made: convOf, allToAll: a2aConvOf}, col, row)
 		}
 		// Aggregated covers: a needed layout the tensor is not made in
 		// must be converted into. The conv rows above charge each source

@@ -171,6 +171,24 @@ func (s Solver) fractionOption(name string) (float64, bool) {
 	return f, err == nil && f > 0
 }
 
+// BoundOption names, in Solver.Options, where the proven bound comes
+// from: BoundByLP, the transport relaxation's LP solved beside the search
+// (solve/bound.go), or BoundByMILP, the joint MILP's own.
+const BoundOption = "bound"
+
+// The values of BoundOption.
+const (
+	BoundByLP   = "transport-lp"
+	BoundByMILP = "joint-milp"
+)
+
+// BoundFromLP reports whether the plan's bound is the transport
+// relaxation's (BoundOption).
+func (s Solver) BoundFromLP() bool {
+	v, _ := s.option(BoundOption)
+	return v == BoundByLP
+}
+
 // SearchOption names, in Solver.Options, the joint MILP's search settings
 // (milp.Options.Search): "no cuts, no heuristics, no strong branching"
 // for the default ten nodes.

@@ -255,6 +255,11 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
 		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
 	}
+	boundBy := BoundByMILP
+	if res.BoundFromLP {
+		boundBy = BoundByLP
+	}
+	sol.Options = append(sol.Options, Software{BoundOption, boundBy})
 	if solvedAt != fraction {
 		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
 	}

@@ -117,6 +117,9 @@ func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
 	if s.Status == "feasible" && !(s.Bound <= s.Objective && s.Gap > 0) {
 		t.Errorf("feasible plan without a bound below it: %+v", s)
 	}
+	if by, _ := s.option(BoundOption); by != BoundByLP && by != BoundByMILP {
+		t.Errorf("the plan does not record where its bound comes from (%s = %q)", BoundOption, by)
+	}
 }
 
 // When the joint MILP's solver process dies (CBC aborting inside Clp, as

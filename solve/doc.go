@@ -10,7 +10,9 @@
 // any machine (a time limit, when asked for, caps it too). pinned.go
 // solves the MILP with the program or the lengths pinned; methods.go
 // breaks the ties the step time leaves among collective methods, toward
-// less communication; solve/paper is the HAP paper's own algorithm
+// less communication; bound.go solves the transport relaxation
+// (encode.TransportMILP) beside the joint MILP for a tighter proven bound;
+// solve/paper is the HAP paper's own algorithm
 // (bench's hap-paper, and a start here).
 //
 //	graph + cluster ──encode.Encode──► Encoding ──Encoding.MILP──► milp.Model

@@ -38,9 +38,13 @@ func (s *scriptedSolver) Solve(_ context.Context, m *milp.Model, opt milp.Option
 
 // The joint MILP's start satisfies every row, so when the solver says the
 // model is infeasible — or its process dies — the polished start is the
-// plan: marked feasible, with no bound proven (gap 1) and the failure
-// recorded, never an error that would leave the user with no plan.
+// plan: marked feasible, with the failure recorded, never an error that
+// would leave the user with no plan. The joint MILP proved nothing; the
+// bound is the transport LP's, or none (gap 1) when that fails too.
 func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
+	failed := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
+		return nil, fmt.Errorf("%w: signal: aborted", cbc.ErrSolverProcess)
+	}}
 	for _, tc := range []struct {
 		name   string
 		answer func(*milp.Model) (*milp.Result, error)
@@ -52,21 +56,35 @@ func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
 			return nil, fmt.Errorf("%w: signal: aborted", cbc.ErrSolverProcess)
 		}, "signal: aborted"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
-			solver := &scriptedSolver{answer: tc.answer}
-			res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: solver})
-			if err != nil {
-				t.Fatalf("Synthesize: %v", err)
-			}
-			if solver.calls != 1 {
-				t.Fatalf("the joint solver was asked %d times, want once", solver.calls)
-			}
-			if res.Status != "feasible" || res.Gap != 1 || res.Bound != 0 || !strings.Contains(res.SolverFailure, tc.why) {
-				t.Errorf("status %s, gap %g, bound %g, failure %q: want feasible, 1, 0 and a failure saying %q", res.Status, res.Gap, res.Bound, res.SolverFailure, tc.why)
-			}
-			planIsTheStart(t, e, res)
-		})
+		for _, lp := range []struct {
+			name   string
+			solver milp.Solver
+		}{{"bound LP solved", nil}, {"bound LP failed", failed}} {
+			t.Run(tc.name+"/"+lp.name, func(t *testing.T) {
+				g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+				solver := &scriptedSolver{answer: tc.answer}
+				res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: solver, BoundSolver: lp.solver})
+				if err != nil {
+					t.Fatalf("Synthesize: %v", err)
+				}
+				if solver.calls != 1 {
+					t.Fatalf("the joint solver was asked %d times, want once", solver.calls)
+				}
+				if res.Status != "feasible" || !strings.Contains(res.SolverFailure, tc.why) {
+					t.Errorf("status %s, failure %q: want feasible and a failure saying %q", res.Status, res.SolverFailure, tc.why)
+				}
+				cost := planIsTheStart(t, e, res)
+				if lp.solver != nil {
+					if res.Gap != 1 || res.Bound != 0 || res.BoundFromLP {
+						t.Errorf("gap %g, bound %g (from the LP: %v): want 1 and 0, nothing proven", res.Gap, res.Bound, res.BoundFromLP)
+					}
+					return
+				}
+				if !res.BoundFromLP || !(res.Bound > 0 && res.Bound <= cost) || math.Abs(res.Gap-(cost-res.Bound)/cost) > 1e-9 {
+					t.Errorf("bound %g (from the LP: %v), gap %g: want the transport LP's, in (0, %g], and its gap", res.Bound, res.BoundFromLP, res.Gap, cost)
+				}
+			})
+		}
 	}
 }
 

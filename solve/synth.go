@@ -59,6 +59,10 @@ type Options struct {
 	// smaller solves always use CBC. Tests set it to see the model the
 	// search hands over, or to make the solver fail.
 	JointSolver milp.Solver
+	// BoundSolver solves the transport relaxation whose value bounds the
+	// step beside the joint MILP's own bound (bound.go); nil means CBC in
+	// a child process.
+	BoundSolver milp.Solver
 }
 
 // Result is a synthesized program and how it was found.
@@ -84,6 +88,9 @@ type Result struct {
 	// Search is the joint MILP's search settings (milp.Options.Search),
 	// for the plan's record.
 	Search string
+	// BoundFromLP says that Bound is the transport relaxation's
+	// (bound.go), higher than the joint MILP's own.
+	BoundFromLP bool
 	// SolverFailure, when set, is why the joint MILP gave no answer (its
 	// solver process died); the plan is then the polished start's, with
 	// Bound 0.
@@ -192,6 +199,19 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
 	seed, seedCost := bestStart(e, seeds, timelineCost)
+	// The bound's LP, beside the joint MILP, when there is a plan to bound
+	// the step by and the search may stop short of proving it optimal.
+	var bound *pendingBound
+	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) {
+		bctx, cancel := context.WithCancel(ctx)
+		if !deadline.IsZero() {
+			// Killed at the deadline: its LP does not watch a clock.
+			cancel()
+			bctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		defer cancel() // on an early return, its child process goes too
+		bound = startBound(bctx, e, limit, nearMemory(e, seed), opt.BoundSolver)
+	}
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
 	// Polish had not); without one, the feasibility pump alone, for
@@ -312,6 +332,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search()}
+	if bound != nil {
+		if lp, ok := bound.wait(); ok {
+			liftBound(out, lp)
+		}
+	}
 	return out, nil
 }
 

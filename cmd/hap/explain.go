@@ -45,7 +45,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
-		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), boundCaveat(pl), gapPercent(s.Gap))
+		by := ""
+		if s.BoundFromLP() {
+			by = " by the transport LP"
+		}
+		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), by, boundCaveat(pl), gapPercent(s.Gap))
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s%s", s.StoppedBy, bareNodesNote(s))
 		}
@@ -441,11 +445,12 @@ func boundCaveat(pl *plan.Plan) string {
 
 // bareNodesNote says, for a search the node limit stopped with CBC's cuts
 // and strong branching off (the default ten nodes), how to ask for a
-// tighter bound; empty otherwise. Nodes without them barely move the
-// bound: mlp-tiny on paper-8 keeps its gap of 81% over 1000 of them.
+// tighter bound; empty otherwise, and when the transport LP gave the
+// bound. Nodes without them barely move the joint MILP's bound: mlp-tiny
+// on paper-8 keeps its gap of 81% over 1000 of them.
 func bareNodesNote(s plan.Solver) string {
-	if s.StoppedBy != "node limit" || !strings.HasPrefix(s.Search(), "no cuts") {
-		return ""
+	if s.StoppedBy != "node limit" || !strings.HasPrefix(s.Search(), "no cuts") || s.BoundFromLP() {
+		return "" // the transport LP's bound is what the cuts would have tightened towards
 	}
 	return fmt.Sprintf(" (without cuts or strong branching; --node-limit above %d runs them for a tighter bound)", plan.DefaultNodeLimit)
 }
