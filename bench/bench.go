@@ -82,6 +82,8 @@ type Row struct {
 	SynthSeconds float64 `json:"synth_seconds"`
 	// Status: the solver's (optimal, feasible), heuristic, or "n/a: why".
 	Status string `json:"status"`
+	// Gap is hap's proven gap, (objective − bound)/objective (plan.Solver).
+	Gap float64 `json:"gap,omitempty"`
 	// Chosen names the baseline hap's synthesizer fell back to, if any.
 	Chosen string `json:"chosen,omitempty"`
 }
@@ -272,7 +274,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		}
 		r.StepSeconds = pl.Cost.StepSeconds
 		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
-		r.Status, r.Chosen = pl.Solver.Status, pl.Solver.Chosen
+		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
 		return r, nil
 	case SystemPaper:
 		start := time.Now()

@@ -37,6 +37,9 @@ func Markdown(title string, rows []Row) string {
 			layers = fmt.Sprint(r.Layers)
 		}
 		status := r.Status
+		if r.Status == "feasible" {
+			status += fmt.Sprintf(", gap %.3g%%", 100*r.Gap)
+		}
 		if r.Chosen != "" {
 			status += " (= " + r.Chosen + ")"
 		}

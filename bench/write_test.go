@@ -13,6 +13,7 @@ func sampleRows() []Row {
 		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemMegatron, Status: StatusNA + ": no | mesh"},
 		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, Efficiency: 0.4, SynthSeconds: 1.5, Status: "optimal"},
 		{Model: "m", Cluster: "paper-16", Devices: 16, Batch: 512, Layers: 4, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, SynthSeconds: 2, Status: "optimal"},
+		{Model: "m", Cluster: "paper-32", Devices: 32, Batch: 1024, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, SynthSeconds: 2, Status: "feasible", Gap: 0.022},
 	}
 }
 
@@ -36,7 +37,8 @@ func TestWritersProduceFiles(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "paper.md"))
-	if !strings.Contains(string(md), "| m | paper-8 | 8 | 256 | - | hap | 1 | 2.00× |") || !strings.Contains(string(md), "n/a: no / mesh") {
+	if !strings.Contains(string(md), "| m | paper-8 | 8 | 256 | - | hap | 1 | 2.00× |") || !strings.Contains(string(md), "n/a: no / mesh") ||
+		!strings.Contains(string(md), "| feasible, gap 2.2% |") {
 		t.Errorf("table:\n%s", md)
 	}
 	rows, err := ReadJSON(filepath.Join(dir, "paper.json"))
