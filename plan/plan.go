@@ -130,7 +130,8 @@ type Solver struct {
 	// StoppedBy names what ended the search short of optimality: "node
 	// limit" (deterministic), "time limit" (the plan may differ on a
 	// machine of another speed) or "solver failure" (the joint MILP's
-	// solver process died; the plan is the polished start and Bound 0);
+	// solver process died; the plan is the polished start and Bound the
+	// transport LP's, or 0);
 	// empty when the search finished.
 	StoppedBy string `json:"stopped_by,omitempty"`
 	// Chosen names the hand-written strategy whose program the simulator

@@ -265,7 +265,8 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 	}
 	switch {
 	case res.SolverFailure != "":
-		// The plan is the polished start; no bound was proven.
+		// The plan is the polished start; the joint MILP proved no bound
+		// (the transport LP may have).
 		sol.StoppedBy = "solver failure"
 	case res.TimeLimited:
 		sol.StoppedBy = "time limit"

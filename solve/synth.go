@@ -93,7 +93,7 @@ type Result struct {
 	BoundFromLP bool
 	// SolverFailure, when set, is why the joint MILP gave no answer (its
 	// solver process died); the plan is then the polished start's, with
-	// Bound 0.
+	// the transport LP's bound, or 0 when that failed too.
 	SolverFailure string
 	// Start is the program the joint MILP started from (the polished best
 	// start), nil without one. The MILP's plan is cheaper under the
@@ -242,7 +242,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// With its primal heuristics on, CBC can abort inside Clp (a failed
 	// assertion, seen in Polish's program step): that solve runs in a
 	// child process, and if it dies the polished start is the plan, with
-	// no bound proven.
+	// no bound but the transport LP's (bound.go).
 	solveCtx := ctx
 	if seed == nil && mo.TimeLimit > 0 && !mo.NoHeuristics {
 		// CBC checks its clock between nodes, not inside the root's LP,
