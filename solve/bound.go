@@ -52,9 +52,7 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, memory b
 	go func() {
 		defer close(b.done)
 		model, _ := e.TransportMILP(limit, memory)
-		for i := range model.Cols {
-			model.Cols[i].Integer = false
-		}
+		relax(model)
 		res, err := solver.Solve(ctx, model, milp.Options{Threads: 1})
 		if err != nil || res.Status != milp.Optimal || !(res.Objective >= 0) {
 			return
@@ -62,6 +60,13 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, memory b
 		b.value, b.ok = res.Objective/encode.MILPTimeUnit, true
 	}()
 	return b
+}
+
+// relax makes every column of m continuous: m becomes its LP relaxation.
+func relax(m *milp.Model) {
+	for i := range m.Cols {
+		m.Cols[i].Integer = false
+	}
 }
 
 // wait blocks until the LP is solved or abandoned (its context ended, the

@@ -16,9 +16,7 @@ import (
 // lpSeconds is the optimum of model's LP relaxation, in seconds.
 func lpSeconds(t *testing.T, model *milp.Model) float64 {
 	t.Helper()
-	for i := range model.Cols {
-		model.Cols[i].Integer = false
-	}
+	relax(model)
 	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{})
 	if err != nil || res.Status != milp.Optimal {
 		t.Fatalf("LP relaxation: %v (%v)", err, res)

@@ -203,10 +203,12 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// the step by and the search may stop short of proving it optimal.
 	var bound *pendingBound
 	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) {
-		bctx, cancel := context.WithCancel(ctx)
-		if !deadline.IsZero() {
+		var bctx context.Context
+		var cancel context.CancelFunc
+		if deadline.IsZero() {
+			bctx, cancel = context.WithCancel(ctx)
+		} else {
 			// Killed at the deadline: its LP does not watch a clock.
-			cancel()
 			bctx, cancel = context.WithDeadline(ctx, deadline)
 		}
 		defer cancel() // on an early return, its child process goes too
