@@ -13,7 +13,7 @@ import (
 //
 // Execution model (what the simulator and runtimes implement): each device has a compute stream, which
 // runs its Kernel instructions, and a communication stream, which runs its Comm instructions. Each stream
-// runs its instructions in list order, one at a time. An instruction starts once the previous
+// runs its instructions in list order (the communication stream in CommOrder, when set), one at a time. An instruction starts once the previous
 // instruction of its stream has finished and every instruction in Deps has finished; a collective
 // additionally waits until every member of its group has reached it, and then runs on all of them at
 // once. Memory: Alloc bytes are taken when an instruction starts and Free bytes returned when it ends,
@@ -28,6 +28,11 @@ type DeviceProgram struct {
 	Resident int64 `json:"resident,omitempty"`
 	// Instrs is the device's instruction list; an instruction is named by its index in it.
 	Instrs []Instr `json:"instrs"`
+	// CommOrder, when set, is the order the communication stream issues the device's collectives in:
+	// every Comm instruction's index exactly once. Empty means list order. An order searched for
+	// overlap (package order) moves collectives on the stream without moving them in the list, so
+	// that dependencies still name earlier instructions.
+	CommOrder []int `json:"comm_order,omitempty"`
 }
 
 // Append adds an instruction and returns its index, for building programs.
@@ -160,6 +165,9 @@ func (p *Program) Validate() error {
 		if dp.Resident < 0 {
 			return &InstrError{Device: d, Index: -1, Err: fmt.Errorf("negative resident memory %d", dp.Resident)}
 		}
+		if err := checkCommOrder(dp, d); err != nil {
+			return err
+		}
 		for i := range dp.Instrs {
 			in := &dp.Instrs[i]
 			bad := func(format string, args ...any) error {
@@ -217,6 +225,45 @@ func (p *Program) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkCommOrder checks that device d's CommOrder, when set, names each of its Comm instructions
+// exactly once.
+func checkCommOrder(dp *DeviceProgram, d int) error {
+	if len(dp.CommOrder) == 0 {
+		return nil
+	}
+	seen := make([]bool, len(dp.Instrs))
+	for k, i := range dp.CommOrder {
+		if i < 0 || i >= len(dp.Instrs) || dp.Instrs[i].Comm == nil {
+			return &InstrError{Device: d, Index: -1, Err: fmt.Errorf("comm_order[%d] = %d is not a collective instruction", k, i)}
+		}
+		if seen[i] {
+			return &InstrError{Device: d, Index: i, Name: dp.Instrs[i].Name, Err: fmt.Errorf("comm_order names it twice")}
+		}
+		seen[i] = true
+	}
+	for i := range dp.Instrs {
+		if dp.Instrs[i].Comm != nil && !seen[i] {
+			return &InstrError{Device: d, Index: i, Name: dp.Instrs[i].Name, Err: fmt.Errorf("comm_order leaves it out")}
+		}
+	}
+	return nil
+}
+
+// CommStream is device d's communication stream in issue order: CommOrder, or the Comm
+// instructions in list order.
+func (d *DeviceProgram) CommStream() []int {
+	if len(d.CommOrder) > 0 {
+		return d.CommOrder
+	}
+	var q []int
+	for i := range d.Instrs {
+		if d.Instrs[i].Comm != nil {
+			q = append(q, i)
+		}
+	}
+	return q
 }
 
 func checkKernel(k *Kernel) error {

@@ -90,6 +90,14 @@ func TestValidateNamesFirstBadInstruction(t *testing.T) {
 		{"unknown kind", func(p *Program) { p.Devices[0].Instrs[1].Comm.Kind = "gossip" }, 0, 1, `unknown kind "gossip"`},
 		{"unknown method", func(p *Program) { p.Devices[0].Instrs[1].Comm.Method = "zip" }, 0, 1, `unknown method "zip"`},
 		{"elem bytes", func(p *Program) { p.Devices[0].Instrs[1].Comm.ElemBytes = 0 }, 0, 1, "elem_bytes"},
+		{"comm order names a kernel", func(p *Program) { p.Devices[1].CommOrder = []int{0} }, 1, -1, "comm_order[0] = 0 is not a collective"},
+		{"comm order out of range", func(p *Program) { p.Devices[0].CommOrder = []int{9} }, 0, -1, "comm_order[0] = 9"},
+		{"comm order twice", func(p *Program) { p.Devices[0].CommOrder = []int{1, 1} }, 0, 1, "names it twice"},
+		{"comm order incomplete", func(p *Program) {
+			p.Devices[0].Append(allReduce(8, []int{0, 1}))
+			p.Devices[1].Append(allReduce(8, []int{0, 1}))
+			p.Devices[0].CommOrder = []int{3}
+		}, 0, 1, "comm_order leaves it out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := twoDevices()

@@ -329,19 +329,29 @@ func withProgram(in *Inputs, p *encode.Program, strategy string, solver Solver, 
 // Simulate lowers p, schedules it and runs the simulator under the
 // cluster's cost model.
 func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
-	steps, err := lower.TrainSteps(in.Graph, p, in.Optimizer)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := lower.Schedule(steps)
-	if err != nil {
-		return nil, err
-	}
-	m, err := cost.New(in.Cluster, cost.Options{})
+	prog, m, err := Lower(in, p)
 	if err != nil {
 		return nil, err
 	}
 	return sim.Run(prog, m)
+}
+
+// Lower lowers p to the per-device program the simulator runs, with the
+// cluster's cost model to run it under.
+func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
+	steps, err := lower.TrainSteps(in.Graph, p, in.Optimizer)
+	if err != nil {
+		return nil, nil, err
+	}
+	prog, err := lower.Schedule(steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return prog, m, nil
 }
 
 // Encode writes the plan as indented JSON.

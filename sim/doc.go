@@ -7,6 +7,7 @@
 // The simulation is deterministic: the same program and model give byte-identical results and traces.
 // It models no contention between concurrent collectives and no kernel launch overheads.
 //
-// sim imports lower (the program format), cost and cluster; nothing of hap imports sim except commands
-// and benchmarks. It keeps no package-level mutable state.
+// sim imports lower (the program format), cost and cluster; only the layers that judge programs
+// import it (plan, order, bench and the commands), never those that build them. It keeps no
+// package-level mutable state.
 package sim

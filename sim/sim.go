@@ -157,9 +157,11 @@ func newState(p *lower.Program) *state {
 		k := len(dp.Instrs)
 		s.start[d], s.end[d], s.done[d], s.algo[d] = make([]float64, k), make([]float64, k), make([]bool, k), make([]cost.Algorithm, k)
 		for i := range dp.Instrs {
-			st := dp.Instrs[i].Stream()
-			s.queue[d][st] = append(s.queue[d][st], i)
+			if dp.Instrs[i].Stream() == lower.StreamCompute {
+				s.queue[d][lower.StreamCompute] = append(s.queue[d][lower.StreamCompute], i)
+			}
 		}
+		s.queue[d][lower.StreamComm] = dp.CommStream()
 		s.left += k
 	}
 	return s

@@ -50,7 +50,7 @@ func commands() []command {
 		{"clusters", "[--json]", "built-in clusters", runClusters},
 		{"plan", "--model M --cluster C [--strategy S] [--time-limit D] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
 		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
-		{"simulate", "PLAN [--trace FILE]", "estimated step time per device, Chrome trace", runSimulate},
+		{"simulate", "PLAN [--trace FILE] [--search-order]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
 		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
 		{"run", "PLAN --backend cpu|cuda [--nproc N] [--steps K]", "execute training steps of a plan", runRun},
 		{"bench", "[--suite paper|modern|scaling] [-o DIR] [--json]", "plans vs baselines: tables and plots", runBench},

@@ -100,6 +100,8 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"verify", bad}, 1, "schema"},
 		{[]string{"verify", filepath.Join(dir, "missing.json")}, 1, "no such file"},
 		{[]string{"simulate"}, 2, "want one plan file"},
+		{[]string{"simulate", bad, "--order-window", "3"}, 2, "need --search-order"},
+		{[]string{"simulate", bad, "--search-order", "--order-window", "0"}, 2, "at least 1"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--memory-fraction", "1.5"}, 2, "--memory-fraction 1.5"},
@@ -112,6 +114,34 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		if code != c.code || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d stderr %q; want exit %d mentioning %q", c.args, code, errs, c.code, c.want)
 		}
+	}
+}
+
+// simulate --search-order simulates the best communication order Z3 finds and says how the search
+// ended, in text and in JSON; a budget of one unit of work stops it at once, the plan's own order.
+func TestSimulateSearchesTheOrder(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	code, out, errs := runCLI("simulate", f, "--search-order")
+	if code != 0 || !strings.Contains(out, "order search (Z3, window 8") {
+		t.Fatalf("simulate --search-order: %d %s %s", code, errs, out)
+	}
+	code, out, errs = runCLI("simulate", f, "--search-order", "--order-budget", "1", "--json")
+	var doc struct {
+		Step  float64 `json:"step_seconds"`
+		Order struct {
+			Status string  `json:"status"`
+			Before float64 `json:"before_seconds"`
+			After  float64 `json:"after_seconds"`
+		} `json:"order_search"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
+		t.Fatalf("simulate --json: %d %s %s", code, errs, out)
+	}
+	if doc.Order.Status != "stopped" || doc.Order.After != doc.Order.Before || doc.Step != doc.Order.After {
+		t.Errorf("out of budget: %+v", doc)
 	}
 }
 

@@ -82,6 +82,13 @@ func (c *Context) NewSimpleSolver() *Solver {
 	return c.newSolver("NewSimpleSolver", func() C.Z3_solver { return C.Z3_mk_simple_solver(c.z) })
 }
 
+// NewSolverForLogic returns a solver specialised to an SMT-LIB logic, e.g. "QF_IDL" (integer
+// difference logic, where Z3 uses its graph-based difference-logic engine instead of the simplex),
+// for encoders that know their problem's fragment. It panics if c is closed.
+func (c *Context) NewSolverForLogic(logic string) *Solver {
+	return c.newSolver("NewSolverForLogic", func() C.Z3_solver { return C.Z3_mk_solver_for_logic(c.z, c.symbol(logic)) })
+}
+
 func (c *Context) newSolver(op string, mk func() C.Z3_solver) *Solver {
 	c.mustLock()
 	defer c.unlock()
@@ -194,6 +201,18 @@ func (s *Solver) SetTimeout(d time.Duration) error {
 	}
 	defer s.c.unlock()
 	return s.c.setTimeout("Solver.SetTimeout", ms, func(p C.Z3_params) { C.Z3_solver_set_params(s.c.z, s.s, p) })
+}
+
+// SetResourceLimit bounds each later Check to about n units of Z3's internal work (its "rlimit";
+// 0: no limit). Unlike a timeout it counts work, not seconds, so a check that runs out does so at
+// the same point on any machine: a budget that keeps results deterministic. A check that runs out
+// returns Unknown with a reason naming the limit.
+func (s *Solver) SetResourceLimit(n uint32) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.c.unlock()
+	return s.c.setUint("Solver.SetResourceLimit", "rlimit", n, func(p C.Z3_params) { C.Z3_solver_set_params(s.c.z, s.s, p) })
 }
 
 // Check decides the satisfiability of the assertions, assuming in addition the Boolean terms

@@ -262,13 +262,18 @@ func (c *Context) symbol(name string) C.Z3_symbol {
 
 // setTimeout builds a parameter set {timeout: ms} and applies it with set. Called with mu held.
 func (c *Context) setTimeout(op string, ms uint32, set func(p C.Z3_params)) error {
+	return c.setUint(op, "timeout", ms, set)
+}
+
+// setUint builds a parameter set {name: v} and applies it with set. Called with mu held.
+func (c *Context) setUint(op, name string, v uint32, set func(p C.Z3_params)) error {
 	p := C.Z3_mk_params(c.z)
 	if err := c.err(op); err != nil {
 		return err
 	}
 	C.Z3_params_inc_ref(c.z, p)
 	defer C.Z3_params_dec_ref(c.z, p)
-	C.Z3_params_set_uint(c.z, p, c.symbol("timeout"), C.uint(ms))
+	C.Z3_params_set_uint(c.z, p, c.symbol(name), C.uint(v))
 	if err := c.err(op); err != nil {
 		return err
 	}

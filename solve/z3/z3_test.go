@@ -540,6 +540,50 @@ func TestSolverTimeout(t *testing.T) {
 	}
 }
 
+// TestSolverResourceLimit: the market split instance of TestSolverTimeout under a small resource
+// limit returns Unknown without an error, and twice the same way: the limit counts work, so where a
+// check stops does not depend on the machine.
+func TestSolverResourceLimit(t *testing.T) {
+	check := func() (Status, string) {
+		c := newContext(t)
+		rng := rand.New(rand.NewSource(7))
+		const m, n = 4, 30
+		xs := make([]Term, n)
+		for j := range xs {
+			xs[j] = c.BoolConst(fmt.Sprintf("x%d", j))
+		}
+		s := c.NewSolver()
+		defer s.Close()
+		for i := 0; i < m; i++ {
+			a := make([]int64, n)
+			var sum int64
+			for j := range a {
+				a[j] = rng.Int63n(100)
+				sum += a[j]
+			}
+			e, err := c.PbEq(xs, a, sum/2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Assert(e)
+		}
+		if err := s.SetResourceLimit(20000); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, s.ReasonUnknown()
+	}
+	st1, why1 := check()
+	st2, why2 := check()
+	t.Logf("%v, reason %q", st1, why1)
+	if st1 != Unknown || st2 != st1 || why2 != why1 {
+		t.Fatalf("Check() = %v (%q) then %v (%q); want unknown both times, for the same reason", st1, why1, st2, why2)
+	}
+}
+
 // solveSmall solves a small random knapsack on c with a simple solver and checks the answer against
 // brute force: a model reaching the optimum, and (if proveOptimal) unsat above it.
 func solveSmall(c *Context, rng *rand.Rand, proveOptimal bool) error {

@@ -1,0 +1,33 @@
+// Package order searches, with Z3, the order in which a lowered program's communication streams
+// issue their collectives: the instruction order where it matters for overlap. The planner fixes
+// that order by a rule (forward in graph order, each gradient's reduction as soon as it is ready);
+// this package asks whether another order makes the simulated step shorter, and proves, within a
+// window, when none does. `hap simulate PLAN --search-order` runs it.
+//
+//	lower.Program ──newProblem──► problem ──encodeTimeline──► Z3 (QF_IDL) ──check makespan ≤ best·(1−minGain)──┐
+//	  durations under cost.Model    dominated devices dropped,        ▲                                        │ sat:
+//	                                dependencies between collectives  └── best = simulated step ◄── sim.Run ◄──┘ read the order
+//	                                                                       unsat: proven; budget out: stopped
+//
+// The encoding (search.go, encodeTimeline) is the simulator's timeline (package sim) as integer
+// difference constraints in picoseconds: compute streams keep their order, each collective starts
+// on all members at once after its dependencies, and two collectives on one stream do not overlap,
+// in an order that is a Boolean when the pair lies within the window and no dependency (through any
+// member, problem.go's reach) fixes it. Because the simulator starts every instruction as early as
+// those constraints allow, the least makespan over the Booleans is exactly the least simulated step
+// over the orders; tests check it against enumerating every order.
+//
+// Two reductions keep it small: a device whose every instruction is no longer than a twin's (same
+// instructions, same dependencies) cannot finish later, so only the undominated devices are
+// encoded (one per device type and shard on the paper's clusters); and a compute run — the compute
+// instructions from one that waits on a collective to the next — is a single start variable.
+//
+// The search is linear: each satisfying order is simulated, and the next check asks for one
+// shorter by minGain. Z3's budget is its resource limit (rlimit), counted in work, so the answer
+// is the same on any machine. Memory is not encoded: Options.Accept vets each order's simulated
+// peak, and a rejected order's swaps are excluded together.
+//
+// order imports lower (the program), cost (durations), sim (to check each order) and solve/z3; it
+// must not import plan, encode or anything that plans, so that any lowered program can be searched.
+// It keeps no package-level mutable state.
+package order
