@@ -20,9 +20,10 @@ import (
 // grows the encoding linearly and Z3's search much faster.
 const DefaultWindow = 8
 
-// DefaultResourceLimit is Z3's work budget (its rlimit) per check when Options.ResourceLimit is 0:
-// about a few seconds of one core on the zoo's largest programs. A budget in work, not seconds,
-// keeps the search's answer the same on any machine.
+// DefaultResourceLimit is Z3's work budget (its rlimit) per check when Options.ResourceLimit is 0.
+// On the zoo's plans a check that spends it all took 25–45 s on the development machine (see
+// docs/planner.md); small programs settle long before it. A budget in work, not seconds, keeps the
+// search's answer the same on any machine.
 const DefaultResourceLimit = 20_000_000
 
 // minGain is the relative improvement a new order must bring to count: below it a reordering

@@ -502,11 +502,10 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
-// TestSolverTimeout: a hard feasibility problem (a market split instance as pseudo-Boolean
-// equalities) under a solver timeout returns Unknown, promptly, without an error.
-func TestSolverTimeout(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	c := newContext(t)
+// marketSplit is a solver holding a hard feasibility problem: a market split instance, four
+// pseudo-Boolean equalities over 30 Booleans. The test's cleanup closes it.
+func marketSplit(t *testing.T, c *Context) *Solver {
+	t.Helper()
 	rng := rand.New(rand.NewSource(7))
 	const m, n = 4, 30
 	xs := make([]Term, n)
@@ -514,7 +513,7 @@ func TestSolverTimeout(t *testing.T) {
 		xs[j] = c.BoolConst(fmt.Sprintf("x%d", j))
 	}
 	s := c.NewSolver()
-	defer s.Close()
+	t.Cleanup(s.Close)
 	for i := 0; i < m; i++ {
 		a := make([]int64, n)
 		var sum int64
@@ -526,8 +525,18 @@ func TestSolverTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Assert(e)
+		if err := s.Assert(e); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return s
+}
+
+// TestSolverTimeout: a hard feasibility problem (a market split instance as pseudo-Boolean
+// equalities) under a solver timeout returns Unknown, promptly, without an error.
+func TestSolverTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s := marketSplit(t, newContext(t))
 	if err := s.SetTimeout(timeout); err != nil {
 		t.Fatal(err)
 	}
@@ -545,28 +554,7 @@ func TestSolverTimeout(t *testing.T) {
 // check stops does not depend on the machine.
 func TestSolverResourceLimit(t *testing.T) {
 	check := func() (Status, string) {
-		c := newContext(t)
-		rng := rand.New(rand.NewSource(7))
-		const m, n = 4, 30
-		xs := make([]Term, n)
-		for j := range xs {
-			xs[j] = c.BoolConst(fmt.Sprintf("x%d", j))
-		}
-		s := c.NewSolver()
-		defer s.Close()
-		for i := 0; i < m; i++ {
-			a := make([]int64, n)
-			var sum int64
-			for j := range a {
-				a[j] = rng.Int63n(100)
-				sum += a[j]
-			}
-			e, err := c.PbEq(xs, a, sum/2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Assert(e)
-		}
+		s := marketSplit(t, newContext(t))
 		if err := s.SetResourceLimit(20000); err != nil {
 			t.Fatal(err)
 		}
