@@ -2,7 +2,6 @@ package order
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 
 	"hap/cost"
@@ -16,13 +15,15 @@ type problem struct {
 	p *lower.Program
 	// dur[d][i] is instruction i of device d's seconds, as the simulator prices it.
 	dur [][]float64
-	// colls lists the collectives by ID: their seconds and members.
+	// colls lists the collectives by ID, with their seconds.
 	colls map[int]*collective
 	ids   []int // collective IDs, ascending
 	// devices are those kept: a device whose every instruction takes at most as long as the same
 	// instruction of a kept device with the same instruction structure cannot finish later than it,
 	// so its timing constraints are implied and it is left out.
 	devices []int
+	// streams[d] is device d's communication stream in issue order (DeviceProgram.CommStream).
+	streams [][]int
 	// after[c] is the set of collectives (by index into ids) collective ids[c] transitively waits on.
 	after []bitset
 }
@@ -32,7 +33,6 @@ type collective struct {
 	id      int
 	index   int // into problem.ids
 	seconds float64
-	members []int
 }
 
 // bitset is a set of small non-negative integers.
@@ -54,21 +54,14 @@ func (b bitset) union(o bitset) bool {
 	return grew
 }
 
-func (b bitset) count() int {
-	n := 0
-	for _, w := range b {
-		n += bits.OnesCount64(w)
-	}
-	return n
-}
-
 // newProblem prices p under m. p must have passed lower.Program.Validate.
 func newProblem(p *lower.Program, m *cost.Model) (*problem, error) {
 	if len(p.Devices) != m.NumDevices() {
 		return nil, fmt.Errorf("order: the program has %d devices, cluster %q has %d", len(p.Devices), m.Cluster().Name, m.NumDevices())
 	}
-	pr := &problem{p: p, dur: make([][]float64, len(p.Devices)), colls: map[int]*collective{}}
+	pr := &problem{p: p, dur: make([][]float64, len(p.Devices)), colls: map[int]*collective{}, streams: make([][]int, len(p.Devices))}
 	for d := range p.Devices {
+		pr.streams[d] = p.Devices[d].CommStream()
 		instrs := p.Devices[d].Instrs
 		pr.dur[d] = make([]float64, len(instrs))
 		for i := range instrs {
@@ -85,7 +78,7 @@ func newProblem(p *lower.Program, m *cost.Model) (*problem, error) {
 					if err != nil {
 						return nil, fmt.Errorf("order: device %d, instruction %d (%q): %w", d, i, in.Name, err)
 					}
-					c = &collective{id: in.Comm.ID, seconds: est.Seconds, members: in.Comm.Group}
+					c = &collective{id: in.Comm.ID, seconds: est.Seconds}
 					pr.colls[c.id] = c
 				}
 				pr.dur[d][i] = c.seconds
@@ -131,7 +124,7 @@ func (pr *problem) binding() []int {
 // collectives in the same places and order, the same dependencies.
 func (pr *problem) sameShape(d, e int) bool {
 	a, b := &pr.p.Devices[d], &pr.p.Devices[e]
-	if len(a.Instrs) != len(b.Instrs) || !slices.Equal(a.CommStream(), b.CommStream()) {
+	if len(a.Instrs) != len(b.Instrs) || !slices.Equal(pr.streams[d], pr.streams[e]) {
 		return false
 	}
 	for i := range a.Instrs {

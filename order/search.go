@@ -195,11 +195,9 @@ type timeline struct {
 	makespan z3.Term
 }
 
-// pair is two collectives whose order on some communication stream is free: first precedes
-// second in the program.
+// pair is two collectives whose order on some communication stream is free.
 type pair struct {
-	first, second int // indices into problem.ids
-	keep          z3.Term
+	keep z3.Term // true: the order the program has
 }
 
 // encodeTimeline writes the simulator's timeline as difference constraints: each compute run
@@ -214,12 +212,11 @@ type pair struct {
 func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 	tl := &timeline{coll: make([]z3.Term, len(pr.ids)), makespan: c.IntConst("makespan")}
 	secs := func(x float64) z3.Term { return c.Int(ticks(x)) }
+	collEnd := func(k int) z3.Term { return c.Add(tl.coll[k], secs(pr.colls[pr.ids[k]].seconds)) }
 	for k, id := range pr.ids {
 		tl.coll[k] = c.IntConst(fmt.Sprintf("c%d", id))
-		end := c.Add(tl.coll[k], secs(pr.colls[id].seconds))
-		tl.rows = append(tl.rows, c.Ge(tl.coll[k], c.Int(0)), c.Ge(tl.makespan, end))
+		tl.rows = append(tl.rows, c.Ge(tl.coll[k], c.Int(0)), c.Ge(tl.makespan, collEnd(k)))
 	}
-	collEnd := func(k int) z3.Term { return c.Add(tl.coll[k], secs(pr.colls[pr.ids[k]].seconds)) }
 	for _, d := range pr.devices {
 		dp := &pr.p.Devices[d]
 		runOf := make([]int, len(dp.Instrs))
@@ -231,7 +228,13 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 			if in.Comm != nil {
 				k := pr.colls[in.Comm.ID].index
 				for _, dep := range in.Deps {
-					tl.rows = append(tl.rows, c.Ge(tl.coll[k], endOf(c, pr, d, dep, runOf, offset, starts, collEnd)))
+					var end z3.Term
+					if cm := dp.Instrs[dep].Comm; cm != nil {
+						end = collEnd(pr.colls[cm.ID].index)
+					} else {
+						end = c.Add(starts[runOf[dep]], secs(offset[dep])) // its run's start plus its offset
+					}
+					tl.rows = append(tl.rows, c.Ge(tl.coll[k], end))
 				}
 				continue
 			}
@@ -264,7 +267,7 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 	}
 	seen := map[[2]int]bool{}
 	for _, d := range pr.devices {
-		q := pr.p.Devices[d].CommStream()
+		q := pr.streams[d]
 		for i := range q {
 			a := pr.colls[pr.p.Devices[d].Instrs[q[i]].Comm.ID].index
 			for j := i + 1; j < len(q) && j <= i+2*window+1; j++ {
@@ -278,7 +281,7 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 					continue
 				}
 				keep := c.BoolConst(fmt.Sprintf("keep.c%d.c%d", pr.ids[a], pr.ids[b]))
-				tl.pairs = append(tl.pairs, pair{first: a, second: b, keep: keep})
+				tl.pairs = append(tl.pairs, pair{keep: keep})
 				tl.rows = append(tl.rows,
 					c.Implies(keep, c.Ge(tl.coll[b], collEnd(a))),
 					c.Implies(c.Not(keep), c.Ge(tl.coll[a], collEnd(b))))
@@ -286,15 +289,6 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 		}
 	}
 	return tl
-}
-
-// endOf is when instruction i of device d ends: its collective's end, or its run's start plus its
-// offset.
-func endOf(c *z3.Context, pr *problem, d, i int, runOf []int, offset []float64, starts []z3.Term, collEnd func(int) z3.Term) z3.Term {
-	if cm := pr.p.Devices[d].Instrs[i].Comm; cm != nil {
-		return collEnd(pr.colls[cm.ID].index)
-	}
-	return c.Add(starts[runOf[i]], c.Int(ticks(offset[i])))
 }
 
 // order reads a model's collective starts as every device's communication-stream order (ties
@@ -322,7 +316,7 @@ func (tl *timeline) order(model *z3.Model, pr *problem) (*lower.Program, []z3.Te
 	q := &lower.Program{Devices: slices.Clone(pr.p.Devices)}
 	for d := range q.Devices {
 		dev := &q.Devices[d]
-		next := slices.Clone(dev.CommStream())
+		next := slices.Clone(pr.streams[d])
 		sort.SliceStable(next, func(x, y int) bool {
 			return at[pr.colls[dev.Instrs[next[x]].Comm.ID].index] < at[pr.colls[dev.Instrs[next[y]].Comm.ID].index]
 		})
