@@ -68,6 +68,13 @@ type Program struct {
 	Leaves   []LeafLayout
 	Instrs   []Instr
 	Mesh     *Mesh
+	// CommSwaps, when set, reorders the lowered program's communication
+	// streams: each pair names two collectives by the IDs lowering gives
+	// them (lower.Comm.ID, the same for the same program), the second
+	// issued before the first (lower.Program.ApplySwaps). It is the order
+	// package order searched for a plan; empty means the order lowering
+	// lists the collectives in. The synthesizer leaves it empty.
+	CommSwaps [][2]int
 }
 
 // InPlacement is the placement instruction i (a compute) reads its j-th

@@ -8,7 +8,8 @@
 // Same inputs give the same bytes: the document holds no timestamps, and
 // maps are avoided so key order is fixed.
 //
-// plan imports ir, models, cluster, cost, encode, lower and sim.
+// plan imports ir, models, cluster, cost, encode, lower, sim, order and
+// solve (the synthesizer's search); only cmd and bench import it.
 package plan
 
 import (
@@ -45,8 +46,12 @@ type Plan struct {
 	Mesh    *encode.Mesh `json:"mesh,omitempty"`
 	Leaves  []LeafDoc    `json:"leaves"`
 	Program []InstrDoc   `json:"program"`
-	Cost    Cost         `json:"cost"`
-	Solver  Solver       `json:"solver"`
+	// CommOrder, when set, is the communication streams' issue order Z3
+	// searched for the program (hap plan --search-order); absent, the
+	// collectives are issued in the order lowering lists them.
+	CommOrder *OrderDoc `json:"comm_order,omitempty"`
+	Cost      Cost      `json:"cost"`
+	Solver    Solver    `json:"solver"`
 }
 
 // ModelRef says which model the plan is for and how to rebuild it.
@@ -347,6 +352,11 @@ func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(p.CommSwaps) > 0 {
+		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
+			return nil, nil, fmt.Errorf("plan comm_order: %w", err)
+		}
+	}
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, nil, err
@@ -467,6 +477,9 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 	}
 	if err := encode.Check(g, p); err != nil {
 		return nil, nil, err
+	}
+	if pl.CommOrder != nil {
+		p.CommSwaps = pl.CommOrder.Swaps
 	}
 	return in, p, nil
 }

@@ -131,6 +131,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
 	}
 	tw.Flush()
+	if err := explainOrder(w, pl, in, p); err != nil {
+		return err
+	}
 
 	fmt.Fprintf(w, "\nPer device:\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -465,4 +468,45 @@ func retryNote(pl *plan.Plan) string {
 		return ""
 	}
 	return fmt.Sprintf("; solved again under memory fraction %g after the plan made under %g did not fit when simulated", retried, asked)
+}
+
+// maxSwapsShown is how many of a searched order's swaps explain lists; the
+// plan document has them all.
+const maxSwapsShown = 12
+
+// explainOrder describes the plan's searched communication order, if it
+// has one: how the search ended, what it gained, and the collectives it
+// issues against the list order, by name.
+func explainOrder(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program) error {
+	o := pl.CommOrder
+	if o == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCommunication order (searched by Z3 %s, window %d, %d free pairs, %d checks, %s): list order %s → %s",
+		o.Z3, o.Window, o.Pairs, o.Checks, o.Status, durationIn(o.ListSeconds, pl.Cost.StepSeconds), duration(pl.Cost.StepSeconds))
+	if len(o.Swaps) == 0 {
+		fmt.Fprintln(w, "; the list order was the best found")
+		return nil
+	}
+	fmt.Fprintf(w, "; %s issued against the list order:\n", plural(len(o.Swaps), "pair"))
+	prog, _, err := plan.Lower(in, p)
+	if err != nil {
+		return err
+	}
+	name := map[int]string{}
+	for _, d := range prog.Devices {
+		for _, ins := range d.Instrs {
+			if ins.Comm != nil {
+				name[ins.Comm.ID] = ins.Name
+			}
+		}
+	}
+	for k, s := range o.Swaps {
+		if k == maxSwapsShown {
+			fmt.Fprintf(w, "  … and %d more (the plan's comm_order has them all)\n", len(o.Swaps)-k)
+			break
+		}
+		fmt.Fprintf(w, "  %s (#%d) before %s (#%d)\n", name[s[1]], s[1], name[s[0]], s[0])
+	}
+	return nil
 }

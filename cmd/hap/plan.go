@@ -19,6 +19,8 @@ import (
 	"hap/plan"
 	"hap/sim"
 	"hap/strategy"
+
+	"github.com/spf13/pflag"
 )
 
 // modelFlags are the flags every command that builds a model takes.
@@ -92,9 +94,11 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--record-time] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
+	var o orderFlags
+	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it")
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
@@ -104,12 +108,28 @@ func runPlan(e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
+	if err := o.check(); err != nil {
+		return err
+	}
 	began := time.Now()
 	pl, err := m.build()
 	if err != nil {
 		return err
 	}
 	took := time.Since(began)
+	var searched *order.Result
+	if o.search {
+		if m.progress != nil {
+			fmt.Fprintf(m.progress, "hap plan: searching the collectives' issue order with Z3 (window %d, budget %d per check)\n", o.window, o.budget)
+		}
+		in, p, err := pl.Resolve()
+		if err != nil {
+			return err
+		}
+		if searched, err = o.run(pl, in, p); err != nil {
+			return err
+		}
+	}
 	data, err := pl.Encode()
 	if err != nil {
 		return err
@@ -141,6 +161,9 @@ func runPlan(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "; OUT OF MEMORY: %s", over)
 	}
 	fmt.Fprintln(e.stdout)
+	if searched != nil {
+		fmt.Fprintln(e.stdout, describeOrder(searched))
+	}
 	if *out != "" {
 		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
 	}
@@ -230,24 +253,58 @@ func runVerify(e *env, args []string) error {
 	return nil
 }
 
+// orderFlags are the flags of a Z3 search of the collectives' issue order
+// (plan and simulate --search-order).
+type orderFlags struct {
+	search bool
+	window int
+	budget uint32
+	fs     *pflag.FlagSet
+}
+
+func (o *orderFlags) register(fs *pflag.FlagSet, what string) {
+	o.fs = fs
+	fs.BoolVar(&o.search, "search-order", false, "search the collectives' issue order on the communication streams with Z3 for a shorter step, "+what)
+	fs.IntVar(&o.window, "order-window", order.DefaultWindow, "with --search-order: how many places a collective may move past others")
+	fs.Uint32Var(&o.budget, "order-budget", order.DefaultResourceLimit, "with --search-order: Z3's work budget (rlimit) per check; the same budget gives the same answer on any machine")
+}
+
+func (o *orderFlags) check() error {
+	if !o.search && (o.fs.Changed("order-window") || o.fs.Changed("order-budget")) {
+		return usageErr("--order-window and --order-budget need --search-order")
+	}
+	if o.window < 1 || o.budget < 1 {
+		return usageErr("--order-window and --order-budget must be at least 1")
+	}
+	return nil
+}
+
+// run searches pl's order (see plan.SearchOrder), recording it in pl;
+// Ctrl-C stops it with an error.
+func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *encode.Program) (*order.Result, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return plan.SearchOrder(ctx, pl, in, p, order.Options{Window: o.window, ResourceLimit: o.budget})
+}
+
 func runSimulate(e *env, args []string) error {
-	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json] [--search-order [--order-window N] [--order-budget N]]")
+	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json] [--search-order [--order-window N] [--order-budget N] [-o FILE]]")
 	trace := fs.String("trace", "", "write a Chrome trace (open in Perfetto)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	search := fs.Bool("search-order", false, "search the collectives' issue order on the communication streams with Z3 for a shorter step, and simulate (and trace) the best order found")
-	window := fs.Int("order-window", order.DefaultWindow, "with --search-order: how many places a collective may move past others")
-	budget := fs.Uint32("order-budget", order.DefaultResourceLimit, "with --search-order: Z3's work budget (rlimit) per check; the same budget gives the same answer on any machine")
+	var o orderFlags
+	o.register(fs, "and simulate (and trace) the best order found")
+	out := fs.StringP("output", "o", "", "with --search-order: write the plan with the order found to FILE")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErr("want one plan file")
 	}
-	if !*search && (fs.Changed("order-window") || fs.Changed("order-budget")) {
-		return usageErr("--order-window and --order-budget need --search-order")
+	if err := o.check(); err != nil {
+		return err
 	}
-	if *window < 1 || *budget < 1 {
-		return usageErr("--order-window and --order-budget must be at least 1")
+	if *out != "" && !o.search {
+		return usageErr("-o writes the plan with a searched order: it needs --search-order")
 	}
 	pl, err := plan.Read(fs.Arg(0))
 	if err != nil {
@@ -257,22 +314,19 @@ func runSimulate(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prog, m, err := plan.Lower(in, p)
-	if err != nil {
-		return err
-	}
 	var searched *order.Result
 	var res *sim.Result
-	if *search {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		searched, err = order.Search(ctx, prog, m, order.Options{Window: *window, ResourceLimit: *budget,
-			Accept: func(r *sim.Result) bool { return sim.OverMemory(r.Devices) == "" }})
-		stop()
-		if err != nil {
+	if o.search {
+		if searched, err = o.run(pl, in, p); err != nil {
 			return err
 		}
 		res = searched.Simulated
-	} else if res, err = sim.Run(prog, m); err != nil {
+		if *out != "" {
+			if err := writePlan(pl, *out); err != nil {
+				return err
+			}
+		}
+	} else if res, err = plan.Simulate(in, p); err != nil {
 		return err
 	}
 	if *trace != "" {
@@ -303,7 +357,19 @@ func runSimulate(e *env, args []string) error {
 	if searched != nil {
 		fmt.Fprintln(e.stdout, describeOrder(searched))
 	}
+	if *out != "" {
+		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
+	}
 	return nil
+}
+
+// writePlan writes pl's document to path.
+func writePlan(pl *plan.Plan, path string) error {
+	data, err := pl.Encode()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // orderReport is an order search's outcome in simulate --json.

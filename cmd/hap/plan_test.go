@@ -145,6 +145,37 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 	}
 }
 
+// TestPlanRecordsTheSearchedOrder: plan --search-order writes the order into the plan, simulate
+// replays it, and explain names the collectives it moves.
+func TestPlanRecordsTheSearchedOrder(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.json")
+	code, out, errs := runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-window", "2", "-o", f)
+	if code != 0 || !strings.Contains(out, "(proven by Z3)") {
+		t.Fatalf("plan --search-order: %d %s %s", code, errs, out)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.CommOrder == nil || len(pl.CommOrder.Swaps) == 0 {
+		t.Fatalf("the plan has no searched order: %+v", pl.CommOrder)
+	}
+	code, out, errs = runCLI("simulate", f, "--json")
+	var sim struct {
+		Step float64 `json:"step_seconds"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sim) != nil || sim.Step != pl.Cost.StepSeconds {
+		t.Fatalf("simulate: %d %s: step %g, the plan says %g", code, errs, sim.Step, pl.Cost.StepSeconds)
+	}
+	code, out, errs = runCLI("explain", f)
+	if code != 0 || !strings.Contains(out, "Communication order (searched by Z3") || !strings.Contains(out, "all_reduce") {
+		t.Fatalf("explain: %d %s %s", code, errs, out)
+	}
+	if code, _, errs := runCLI("simulate", f, "-o", f); code != 2 || !strings.Contains(errs, "needs --search-order") {
+		t.Errorf("simulate -o without --search-order: %d %s", code, errs)
+	}
+}
+
 func TestCatalogAndClustersJSON(t *testing.T) {
 	code, out, _ := runCLI("devices", "--json")
 	if code != 0 {

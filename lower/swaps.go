@@ -1,0 +1,125 @@
+package lower
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Swap names two collectives by their IDs (Comm.ID): Swap{x, y} says y is issued before x on the
+// communication stream of every device that runs both, although x comes first in those devices'
+// instruction lists. A set of swaps is a device-independent way to write an order: a collective
+// pair's order is one fact for all its members (they must agree, or they deadlock), so the set is
+// what a plan document records, where per-device CommOrder lists would repeat it per device.
+type Swap = [2]int
+
+// Swaps is p's communication-stream order (CommOrder) as the collective pairs it issues against
+// their list order, each pair once, sorted: the inverse of ApplySwaps.
+func (p *Program) Swaps() []Swap {
+	seen := map[Swap]bool{}
+	var out []Swap
+	for d := range p.Devices {
+		dp := &p.Devices[d]
+		q := dp.CommOrder
+		for a := range q {
+			for b := a + 1; b < len(q); b++ {
+				if q[b] > q[a] {
+					continue
+				}
+				s := Swap{dp.Instrs[q[b]].Comm.ID, dp.Instrs[q[a]].Comm.ID}
+				if !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y Swap) int {
+		if x[0] != y[0] {
+			return x[0] - y[0]
+		}
+		return x[1] - y[1]
+	})
+	return out
+}
+
+// ApplySwaps sets every device's CommOrder to its list order with the given pairs reversed, and
+// returns an error naming the first swap that is not an order: one naming a collective p lacks, a
+// collective twice, two collectives no device runs both of, a pair some device lists the other way
+// round, a pair listed twice, or swaps that together reverse a device's list inconsistently (x before y before z before
+// x). p's existing CommOrder is replaced. Dependencies are not checked here: an order that issues a
+// collective before one it depends on deadlocks, and the simulator reports it.
+func (p *Program) ApplySwaps(swaps []Swap) error {
+	where := make([]map[int]int, len(p.Devices)) // device → collective ID → list-order stream position
+	known := map[int]bool{}
+	for d := range p.Devices {
+		dp := &p.Devices[d]
+		dp.CommOrder = nil
+		where[d] = map[int]int{}
+		for k, i := range dp.CommStream() {
+			where[d][dp.Instrs[i].Comm.ID] = k
+			known[dp.Instrs[i].Comm.ID] = true
+		}
+	}
+	shift := make([]map[int]int, len(p.Devices)) // device → collective ID → places moved later
+	for d := range shift {
+		shift[d] = map[int]int{}
+	}
+	first := map[Swap]int{}
+	for k, s := range swaps {
+		x, y := s[0], s[1]
+		if j, dup := first[s]; dup {
+			return fmt.Errorf("swaps[%d] = [%d, %d] repeats swaps[%d]", k, x, y, j)
+		}
+		first[s] = k
+		switch {
+		case !known[x] || !known[y]:
+			missing := x
+			if known[x] {
+				missing = y
+			}
+			return fmt.Errorf("swaps[%d] = [%d, %d]: the program has no collective %d", k, x, y, missing)
+		case x == y:
+			return fmt.Errorf("swaps[%d] = [%d, %d]: names one collective twice", k, x, y)
+		}
+		shared := false
+		for d := range p.Devices {
+			px, okx := where[d][x]
+			py, oky := where[d][y]
+			if !okx || !oky {
+				continue
+			}
+			if px > py {
+				return fmt.Errorf("swaps[%d] = [%d, %d]: device %d already issues %d before %d", k, x, y, d, y, x)
+			}
+			shared = true
+			shift[d][x]++
+			shift[d][y]--
+		}
+		if !shared {
+			return fmt.Errorf("swaps[%d] = [%d, %d]: no device runs both collectives", k, x, y)
+		}
+	}
+	// A collective's place in the new order is the number of collectives before it: its list place,
+	// plus those it now follows, minus those it now precedes. The pairwise order is transitive (a
+	// total order) exactly when these places are all different, i.e. a permutation.
+	for d := range p.Devices {
+		if len(shift[d]) == 0 {
+			continue
+		}
+		dp := &p.Devices[d]
+		stream := dp.CommStream()
+		order := make([]int, len(stream))
+		filled := make([]bool, len(stream))
+		for k, i := range stream {
+			at := k + shift[d][dp.Instrs[i].Comm.ID]
+			if at < 0 || at >= len(stream) || filled[at] {
+				return fmt.Errorf("swaps reorder device %d's collectives inconsistently (collective %d has no single place): a swap list must reverse pairs of one order", d, dp.Instrs[i].Comm.ID)
+			}
+			order[at], filled[at] = i, true
+		}
+		if !slices.Equal(order, stream) {
+			dp.CommOrder = order
+		}
+	}
+	return nil
+}

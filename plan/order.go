@@ -1,0 +1,81 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	"hap/encode"
+	"hap/lower"
+	"hap/order"
+	"hap/sim"
+	"hap/solve/z3"
+)
+
+// OrderDoc is the communication streams' issue order Z3 searched for a
+// plan (package order), and how that search ended.
+type OrderDoc struct {
+	// Swaps are the collectives issued against the order lowering lists
+	// them in: [x, y] issues y before x on every device that runs both
+	// (lower.Swap; x and y are lowered collective IDs). Empty when the
+	// list order was the best found.
+	Swaps []lower.Swap `json:"swaps"`
+	// Status is how the search ended: optimal (no order within the
+	// window is faster), stopped (Z3's budget ran out) or excluded
+	// (faster orders did not fit in memory).
+	Status order.Status `json:"status"`
+	Window int          `json:"window"`
+	// Budget is Z3's work budget (rlimit) per check: with it and Z3's
+	// version the search gives the same order on any machine.
+	Budget uint32 `json:"budget"`
+	Z3     string `json:"z3"`
+	// ListSeconds is the simulated step in the list order; the plan's
+	// Cost is the searched order's.
+	ListSeconds float64 `json:"list_order_seconds"`
+	Pairs       int     `json:"free_pairs"`
+	Checks      int     `json:"checks"`
+}
+
+// SearchOrder searches, with Z3, the order in which p's communication
+// streams issue their collectives (package order) for the shortest
+// simulated step whose peak memory fits every device, starting from the
+// order p already has. It records the best order found in pl (CommOrder,
+// and p.CommSwaps) with pl's Cost re-simulated under it, and returns the
+// search's result. pl must be p's plan document.
+func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, opt order.Options) (*order.Result, error) {
+	listed := *p
+	listed.CommSwaps = nil
+	prog, m, err := Lower(in, &listed)
+	if err != nil {
+		return nil, err
+	}
+	list, err := sim.Run(prog, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
+		return nil, fmt.Errorf("plan comm_order: %w", err)
+	}
+	r, err := order.Search(ctx, prog, m, order.Options{Window: opt.Window, ResourceLimit: opt.ResourceLimit,
+		Accept: func(r *sim.Result) bool {
+			return sim.OverMemory(r.Devices) == "" && (opt.Accept == nil || opt.Accept(r))
+		}})
+	if err != nil {
+		return nil, err
+	}
+	swaps := r.Program.Swaps()
+	if swaps == nil {
+		swaps = []lower.Swap{} // "swaps": [] says the search kept the list order
+	}
+	p.CommSwaps = swaps
+	pl.CommOrder = &OrderDoc{Swaps: swaps, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
+		ListSeconds: list.StepSeconds, Pairs: r.Pairs, Checks: r.Checks}
+	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
+	return r, nil
+}
+
+func budgetOf(opt order.Options) uint32 {
+	if opt.ResourceLimit == 0 {
+		return order.DefaultResourceLimit
+	}
+	return opt.ResourceLimit
+}
