@@ -118,6 +118,17 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 	if err := s.SetResourceLimit(opt.ResourceLimit); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
+	// done tidies a found order (tidy.go) before returning it.
+	done := func() (*Result, error) {
+		if res.Program != p {
+			res.Program, res.Simulated = tidy(ctx, res.Program, m, res.Simulated, opt.Accept)
+			res.After = res.Simulated.StepSeconds
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return res, nil
+	}
 	excluded := false
 	for {
 		st, err := s.Check(c.Le(enc.makespan, c.Int(ticks(res.After*(1-minGain)))))
@@ -134,10 +145,10 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 			if excluded {
 				res.Status = Excluded
 			}
-			return res, nil
+			return done()
 		case z3.Unknown:
 			res.Status = Stopped
-			return res, nil
+			return done()
 		}
 		model, err := s.Model()
 		if err != nil {
@@ -162,7 +173,7 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 			// rejected order does tends to hold more memory longer.
 			if len(swaps) == 0 {
 				res.Status = Excluded
-				return res, nil
+				return done()
 			}
 			// (swaps are the pairs' keep variables the model made false; one must be true again.)
 			if err := s.Assert(c.Or(swaps...)); err != nil {
