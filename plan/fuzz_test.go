@@ -66,20 +66,9 @@ func fuzzableSpec(spec string) bool {
 // A plan whose device count disagrees with its cluster is refused with the
 // two counts, before anything is sized by the plan's count.
 func TestResolveRejectsDeviceCount(t *testing.T) {
-	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strategy.Build("dp-ev", in.Graph, in.Cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := Build(in, p, "dp-ev", Solver{Status: "heuristic"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, pl := strategyPlan(t, "mlp-tiny", "paper-8", "dp-ev")
 	pl.Cluster.Devices = 1 << 30
-	_, _, err = pl.Resolve()
+	_, _, err := pl.Resolve()
 	if err == nil || !strings.Contains(err.Error(), "1073741824 devices; it has 8") {
 		t.Fatalf("Resolve: %v, want the device counts named", err)
 	}

@@ -16,18 +16,7 @@ import (
 // A megatron mesh plan survives its JSON document: written, read and
 // resolved, it is the same program, and it simulates to the same step.
 func TestMeshPlanRoundTrip(t *testing.T) {
-	in, err := LoadInputs("bert-base-tiny", models.Options{}, "paper-32")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strategy.Build("megatron", in.Graph, in.Cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := Build(in, p, "megatron", Solver{Status: "heuristic"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, p, pl := strategyPlan(t, "bert-base-tiny", "paper-32", "megatron")
 	if pl.Mesh == nil || len(pl.Mesh.Replicas) != 8 {
 		t.Fatalf("plan mesh %+v, want 8 replicas", pl.Mesh)
 	}

@@ -6,27 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"hap/models"
 	"hap/order"
-	"hap/strategy"
 )
 
 // orderedPlan is dp-ev's plan of mlp on paper-8 with its order searched in a window of 2: a case
 // where Z3 proves a faster order than the list's in a few checks.
 func orderedPlan(t *testing.T) (*Plan, *order.Result) {
 	t.Helper()
-	in, err := LoadInputs("mlp", models.Options{}, "paper-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strategy.Build("dp-ev", in.Graph, in.Cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := Build(in, p, "dp-ev", Solver{Status: "heuristic"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, p, pl := strategyPlan(t, "mlp", "paper-8", "dp-ev")
 	r, err := SearchOrder(context.Background(), pl, in, p, order.Options{Window: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +33,7 @@ func TestPlanCarriesTheSearchedOrder(t *testing.T) {
 	if !(pl.Cost.StepSeconds < o.ListSeconds) || pl.Cost.StepSeconds != r.After || o.ListSeconds != r.Before {
 		t.Fatalf("plan step %g, list order %g; search %g → %g", pl.Cost.StepSeconds, o.ListSeconds, r.Before, r.After)
 	}
-	data, err := pl.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Parse(data, "plan.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := reread(t, pl)
 	in, p, err := back.Resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +52,10 @@ func TestPlanCarriesTheSearchedOrder(t *testing.T) {
 	}
 	if back.Cost.StepSeconds > pl.Cost.StepSeconds || back.CommOrder.ListSeconds != o.ListSeconds {
 		t.Errorf("searched again: %g s (list order %g s); first %g s (list order %g s)", back.Cost.StepSeconds, back.CommOrder.ListSeconds, pl.Cost.StepSeconds, o.ListSeconds)
+	}
+	data, err := pl.Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
 	again, _ := orderedPlan(t)
 	data2, err := again.Encode()
@@ -97,14 +81,7 @@ func TestPlanOrderErrors(t *testing.T) {
 		{"reversed", func(o *OrderDoc) { o.Swaps[0] = [2]int{first[1], first[0]} }, "already issues"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := pl.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad, err := Parse(data, "plan.json")
-			if err != nil {
-				t.Fatal(err)
-			}
+			bad := reread(t, pl)
 			tc.mutate(bad.CommOrder)
 			in, p, err := bad.Resolve()
 			if err != nil {

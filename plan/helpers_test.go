@@ -1,0 +1,42 @@
+package plan
+
+import (
+	"testing"
+
+	"hap/encode"
+	"hap/models"
+	"hap/strategy"
+)
+
+// strategyPlan is hand-written strategy s's plan of model on cluster (default options), with its
+// inputs and program.
+func strategyPlan(t *testing.T, model, cluster, s string) (*Inputs, *encode.Program, *Plan) {
+	t.Helper()
+	in, err := LoadInputs(model, models.Options{}, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strategy.Build(s, in.Graph, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Build(in, p, s, Solver{Status: "heuristic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, p, pl
+}
+
+// reread is pl written as its document and parsed back.
+func reread(t *testing.T, pl *Plan) *Plan {
+	t.Helper()
+	data, err := pl.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data, "plan.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
