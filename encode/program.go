@@ -75,6 +75,10 @@ type Program struct {
 	// package order searched for a plan; empty means the order lowering
 	// lists the collectives in. The synthesizer leaves it empty.
 	CommSwaps [][2]int
+	// CommDigest, when set, is the lowered collectives' digest the swaps
+	// were found for (lower.Program.CollectiveDigest); lowering refuses
+	// the swaps for a program whose collectives differ.
+	CommDigest string
 }
 
 // InPlacement is the placement instruction i (a compute) reads its j-th

@@ -1,6 +1,8 @@
 package lower
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 )
@@ -122,4 +124,21 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 		}
 	}
 	return nil
+}
+
+// CollectiveDigest is a SHA-256 of p's collectives as swaps name them: each one's ID, kind, group
+// and counts, with every device's list order of them. Swaps recorded with a digest apply only to a
+// program with the same one, so that a plan searched under another lowering (which may number its
+// collectives otherwise) is refused rather than silently reordered.
+func (p *Program) CollectiveDigest() string {
+	h := sha256.New()
+	for d := range p.Devices {
+		fmt.Fprintf(h, "device %d:", d)
+		for _, in := range p.Devices[d].Instrs {
+			if c := in.Comm; c != nil {
+				fmt.Fprintf(h, " %d %s %v %v;", c.ID, c.Kind, c.Group, c.Counts)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

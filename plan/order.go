@@ -19,6 +19,10 @@ type OrderDoc struct {
 	// (lower.Swap; x and y are lowered collective IDs). Empty when the
 	// list order was the best found.
 	Swaps []lower.Swap `json:"swaps"`
+	// Collectives is the digest of the lowered collectives the swaps
+	// name (lower.Program.CollectiveDigest): a build that lowers the plan
+	// otherwise refuses the order instead of misreading it.
+	Collectives string `json:"collectives_sha256"`
 	// Status is how the search ended: optimal (no order within the
 	// window is faster), stopped (Z3's budget ran out) or excluded
 	// (faster orders did not fit in memory).
@@ -66,8 +70,9 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	if swaps == nil {
 		swaps = []lower.Swap{} // "swaps": [] says the search kept the list order
 	}
-	p.CommSwaps = swaps
-	pl.CommOrder = &OrderDoc{Swaps: swaps, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
+	digest := prog.CollectiveDigest()
+	p.CommSwaps, p.CommDigest = swaps, digest
+	pl.CommOrder = &OrderDoc{Swaps: swaps, Collectives: digest, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
 		ListSeconds: list.StepSeconds, Pairs: r.Pairs, Checks: r.Checks}
 	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
 	return r, nil

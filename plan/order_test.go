@@ -79,6 +79,8 @@ func TestPlanOrderErrors(t *testing.T) {
 	}{
 		{"unknown collective", func(o *OrderDoc) { o.Swaps[0][1] = 1 << 20 }, "plan comm_order: swaps[0]"},
 		{"reversed", func(o *OrderDoc) { o.Swaps[0] = [2]int{first[1], first[0]} }, "already issues"},
+		// As if another build had lowered the program, numbering its collectives otherwise.
+		{"other collectives", func(o *OrderDoc) { o.Collectives = strings.Repeat("0", 64) }, "comm_order was searched for other collectives"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := reread(t, pl)

@@ -353,6 +353,9 @@ func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
 		return nil, nil, err
 	}
 	if len(p.CommSwaps) > 0 {
+		if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
+			return nil, nil, fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
+		}
 		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
 			return nil, nil, fmt.Errorf("plan comm_order: %w", err)
 		}
@@ -479,7 +482,7 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 		return nil, nil, err
 	}
 	if pl.CommOrder != nil {
-		p.CommSwaps = pl.CommOrder.Swaps
+		p.CommSwaps, p.CommDigest = pl.CommOrder.Swaps, pl.CommOrder.Collectives
 	}
 	return in, p, nil
 }
