@@ -42,7 +42,8 @@ type OrderDoc struct {
 // SearchOrder searches, with Z3, the order in which p's communication
 // streams issue their collectives (package order) for the shortest
 // simulated step whose peak memory fits every device, starting from the
-// order p already has. It records the best order found in pl (CommOrder,
+// order p already has (or the list order, if p's was found for other
+// collectives). It records the best order found in pl (CommOrder,
 // and p.CommSwaps) with pl's Cost re-simulated under it, and returns the
 // search's result. pl must be p's plan document.
 func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, opt order.Options) (*order.Result, error) {
@@ -56,8 +57,12 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	if err != nil {
 		return nil, err
 	}
-	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-		return nil, fmt.Errorf("plan comm_order: %w", err)
+	// An order found for other collectives (another build's lowering) is
+	// dropped: the search starts again from the list order.
+	if p.CommDigest == "" || p.CommDigest == prog.CollectiveDigest() {
+		if err := applyOrder(prog, p); err != nil {
+			return nil, err
+		}
 	}
 	r, err := order.Search(ctx, prog, m, order.Options{Window: opt.Window, ResourceLimit: opt.ResourceLimit,
 		Accept: func(r *sim.Result) bool {
@@ -76,6 +81,21 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 		ListSeconds: list.StepSeconds, Pairs: r.Pairs, Checks: r.Checks}
 	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
 	return r, nil
+}
+
+// applyOrder reorders prog, p's lowering, by p's swaps (none: the list
+// order), after checking they were found for these collectives.
+func applyOrder(prog *lower.Program, p *encode.Program) error {
+	if len(p.CommSwaps) == 0 {
+		return nil
+	}
+	if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
+		return fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
+	}
+	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
+		return fmt.Errorf("plan comm_order: %w", err)
+	}
+	return nil
 }
 
 func budgetOf(opt order.Options) uint32 {

@@ -352,13 +352,8 @@ func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(p.CommSwaps) > 0 {
-		if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
-			return nil, nil, fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
-		}
-		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-			return nil, nil, fmt.Errorf("plan comm_order: %w", err)
-		}
+	if err := applyOrder(prog, p); err != nil {
+		return nil, nil, err
 	}
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
