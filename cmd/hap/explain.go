@@ -13,6 +13,7 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/lower"
 	"hap/plan"
 	"hap/sim"
 	"hap/strategy"
@@ -40,6 +41,15 @@ func runExplain(e *env, args []string) error {
 
 func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps bool) error {
 	g := in.Graph
+	// A searched order is checked before anything is printed: a bad one is
+	// one error, not half a report.
+	var ordered *lower.Program
+	if pl.CommOrder != nil {
+		var err error
+		if ordered, _, err = plan.Lower(in, p); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
 	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds))
 	if s := pl.Solver; s.Objective > 0 {
@@ -131,9 +141,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
 	}
 	tw.Flush()
-	if err := explainOrder(w, pl, in, p); err != nil {
-		return err
-	}
+	explainOrder(w, pl, ordered)
 
 	fmt.Fprintf(w, "\nPer device:\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -476,23 +484,19 @@ const maxSwapsShown = 12
 
 // explainOrder describes the plan's searched communication order, if it
 // has one: how the search ended, what it gained, and the collectives it
-// issues against the list order, by name.
-func explainOrder(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program) error {
+// issues against the list order, by name (prog is the plan lowered).
+func explainOrder(w io.Writer, pl *plan.Plan, prog *lower.Program) {
 	o := pl.CommOrder
 	if o == nil {
-		return nil
+		return
 	}
 	fmt.Fprintf(w, "\nCommunication order (searched by Z3 %s, window %d, %d free pairs, %d checks, %s): list order %s → %s",
 		o.Z3, o.Window, o.Pairs, o.Checks, o.Status, durationIn(o.ListSeconds, pl.Cost.StepSeconds), duration(pl.Cost.StepSeconds))
 	if len(o.Swaps) == 0 {
 		fmt.Fprintln(w, "; the list order was the best found")
-		return nil
+		return
 	}
 	fmt.Fprintf(w, "; %s issued against the list order:\n", plural(len(o.Swaps), "pair"))
-	prog, _, err := plan.Lower(in, p)
-	if err != nil {
-		return err
-	}
 	name := map[int]string{}
 	for _, d := range prog.Devices {
 		for _, ins := range d.Instrs {
@@ -508,5 +512,4 @@ func explainOrder(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program
 		}
 		fmt.Fprintf(w, "  %s (#%d) before %s (#%d)\n", name[s[1]], s[1], name[s[0]], s[0])
 	}
-	return nil
 }

@@ -174,6 +174,21 @@ func TestPlanRecordsTheSearchedOrder(t *testing.T) {
 	if code, _, errs := runCLI("simulate", f, "-o", f); code != 2 || !strings.Contains(errs, "needs --search-order") {
 		t.Errorf("simulate -o without --search-order: %d %s", code, errs)
 	}
+	// A swap naming no collective: one error, and explain prints nothing before it.
+	pl.CommOrder.Swaps[0][1] = 1 << 20
+	data, err := pl.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"explain", "simulate"} {
+		code, out, errs := runCLI(cmd, f)
+		if code != 1 || out != "" || !strings.Contains(errs, "comm_order: swaps[0]") {
+			t.Errorf("%s with a bad swap: exit %d, stdout %q, stderr %q", cmd, code, out, errs)
+		}
+	}
 }
 
 func TestCatalogAndClustersJSON(t *testing.T) {
