@@ -17,39 +17,29 @@ type Swap = [2]int
 // Swaps is p's communication-stream order (CommOrder) as the collective pairs it issues against
 // their list order, each pair once, sorted: the inverse of ApplySwaps.
 func (p *Program) Swaps() []Swap {
-	seen := map[Swap]bool{}
 	var out []Swap
 	for d := range p.Devices {
 		dp := &p.Devices[d]
 		q := dp.CommOrder
 		for a := range q {
 			for b := a + 1; b < len(q); b++ {
-				if q[b] > q[a] {
-					continue
-				}
-				s := Swap{dp.Instrs[q[b]].Comm.ID, dp.Instrs[q[a]].Comm.ID}
-				if !seen[s] {
-					seen[s] = true
-					out = append(out, s)
+				if q[b] < q[a] {
+					out = append(out, Swap{dp.Instrs[q[b]].Comm.ID, dp.Instrs[q[a]].Comm.ID})
 				}
 			}
 		}
 	}
-	slices.SortFunc(out, func(x, y Swap) int {
-		if x[0] != y[0] {
-			return x[0] - y[0]
-		}
-		return x[1] - y[1]
-	})
-	return out
+	slices.SortFunc(out, func(x, y Swap) int { return slices.Compare(x[:], y[:]) })
+	return slices.Compact(out) // members of a collective report its pairs alike
 }
 
 // ApplySwaps sets every device's CommOrder to its list order with the given pairs reversed, and
 // returns an error naming the first swap that is not an order: one naming a collective p lacks, a
 // collective twice, two collectives no device runs both of, a pair some device lists the other way
-// round, a pair listed twice, or swaps that together reverse a device's list inconsistently (x before y before z before
-// x). p's existing CommOrder is replaced. Dependencies are not checked here: an order that issues a
-// collective before one it depends on deadlocks, and the simulator reports it.
+// round, a pair listed twice, or swaps that together reverse a device's list inconsistently (x
+// before y before z before x). p's existing CommOrder is replaced (and left cleared on error).
+// Dependencies are not checked here: an order that issues a collective before one it depends on
+// deadlocks, and the simulator reports it.
 func (p *Program) ApplySwaps(swaps []Swap) error {
 	where := make([]map[int]int, len(p.Devices)) // device → collective ID → list-order stream position
 	known := map[int]bool{}

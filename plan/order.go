@@ -53,13 +53,16 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	if err != nil {
 		return nil, err
 	}
-	list, err := sim.Run(prog, m)
-	if err != nil {
-		return nil, err
-	}
-	// An order found for other collectives (another build's lowering) is
-	// dropped: the search starts again from the list order.
-	if p.CommDigest == "" || p.CommDigest == prog.CollectiveDigest() {
+	// The search starts from p's order, unless it was found for other
+	// collectives (another build's lowering): then from the list order.
+	// The list order's step is the search's Before when it starts there,
+	// and simulated here before p's order is applied otherwise.
+	digest := prog.CollectiveDigest()
+	var list *sim.Result
+	if len(p.CommSwaps) > 0 && (p.CommDigest == "" || p.CommDigest == digest) {
+		if list, err = sim.Run(prog, m); err != nil {
+			return nil, err
+		}
 		if err := applyOrder(prog, p); err != nil {
 			return nil, err
 		}
@@ -75,11 +78,13 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	if swaps == nil {
 		swaps = []lower.Swap{} // "swaps": [] says the search kept the list order
 	}
-	digest := prog.CollectiveDigest()
 	p.CommSwaps, p.CommDigest = swaps, digest
 	pl.CommOrder = &OrderDoc{Swaps: swaps, Collectives: digest, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
-		ListSeconds: list.StepSeconds, Pairs: r.Pairs, Checks: r.Checks}
+		ListSeconds: r.Before, Pairs: r.Pairs, Checks: r.Checks}
 	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
+	if list != nil {
+		pl.CommOrder.ListSeconds = list.StepSeconds
+	}
 	return r, nil
 }
 
