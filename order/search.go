@@ -48,7 +48,8 @@ type Status string
 
 // Statuses.
 const (
-	// Optimal: no order within the window is faster by minGain than the one returned.
+	// Optimal: no order within the window is faster by minGain than the one returned (and, when
+	// Result.After is within minGain of Result.Bound, no order at all).
 	Optimal Status = "optimal"
 	// Stopped: Z3's work budget ran out before it settled whether a faster order exists.
 	Stopped Status = "stopped"
@@ -67,7 +68,10 @@ type Result struct {
 	Before, After float64
 	// Simulated is the simulation of Program.
 	Simulated *sim.Result
-	Status    Status
+	// Bound is a lower bound on the simulated step over every order, whatever the window
+	// (bound.go): an order within minGain of it is optimal without a solver call.
+	Bound  float64
+	Status Status
 	// Window is the window searched; Devices the devices whose timing was encoded (others are
 	// dominated); Pairs the collective pairs whose order was free; Checks the Z3 checks made.
 	Window, Devices, Pairs, Checks int
@@ -98,8 +102,16 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 	if err != nil {
 		return nil, fmt.Errorf("order: simulating the program's own order: %w", err)
 	}
+	lb, err := pr.bound()
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{Program: p, Before: start.StepSeconds, After: start.StepSeconds, Simulated: start,
-		Window: opt.Window, Devices: len(pr.devices)}
+		Window: opt.Window, Devices: len(pr.devices), Bound: lb}
+	if res.AtBound() {
+		res.Status = Optimal
+		return res, nil
+	}
 
 	c, err := z3.NewContext()
 	if err != nil {
@@ -118,7 +130,8 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 	if err := s.SetResourceLimit(opt.ResourceLimit); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
-	// done tidies a found order (tidy.go) before returning it.
+	// done tidies a found order (tidy.go) before returning it. An order at the bound is optimal
+	// however the search ended.
 	done := func() (*Result, error) {
 		if res.Program != p {
 			res.Program, res.Simulated = tidy(ctx, res.Program, m, res.Simulated, opt.Accept)
@@ -126,6 +139,9 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if res.AtBound() {
+			res.Status = Optimal
 		}
 		return res, nil
 	}
@@ -183,8 +199,19 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 			continue
 		}
 		res.Program, res.After, res.Simulated = q, r.StepSeconds, r
+		if res.AtBound() {
+			res.Status = Optimal
+			return done()
+		}
 	}
 }
+
+// AtBound reports whether the order found meets the bound (MeetsBound).
+func (r *Result) AtBound() bool { return MeetsBound(r.After, r.Bound) }
+
+// MeetsBound reports whether a step of the given seconds is within minGain of the order bound: no
+// order is faster by more than the search chases, so the order is optimal.
+func MeetsBound(step, bound float64) bool { return step <= bound*(1+minGain) }
 
 // tick is the timeline's unit of time in seconds. Z3 reasons over integers in it: integer
 // difference constraints are what its scheduling engine is fastest on, where the float64 seconds

@@ -24,8 +24,9 @@ type OrderDoc struct {
 	// otherwise refuses the order instead of misreading it.
 	Collectives string `json:"collectives_sha256"`
 	// Status is how the search ended: optimal (no order within the
-	// window is faster), stopped (Z3's budget ran out) or excluded
-	// (faster orders did not fit in memory).
+	// window is faster; none at all when the step meets Bound), stopped
+	// (Z3's budget ran out) or excluded (faster orders did not fit in
+	// memory).
 	Status order.Status `json:"status"`
 	Window int          `json:"window"`
 	// Budget is Z3's work budget (rlimit) per check: with it and Z3's
@@ -35,8 +36,11 @@ type OrderDoc struct {
 	// ListSeconds is the simulated step in the list order; the plan's
 	// Cost is the searched order's.
 	ListSeconds float64 `json:"list_order_seconds"`
-	Pairs       int     `json:"free_pairs"`
-	Checks      int     `json:"checks"`
+	// Bound is the order bound (order.Bound): no order of the
+	// collectives makes the step shorter.
+	Bound  float64 `json:"bound_seconds"`
+	Pairs  int     `json:"free_pairs"`
+	Checks int     `json:"checks"`
 }
 
 // SearchOrder searches, with Z3, the order in which p's communication
@@ -80,7 +84,7 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	}
 	p.CommSwaps, p.CommDigest = swaps, digest
 	pl.CommOrder = &OrderDoc{Swaps: swaps, Collectives: digest, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
-		ListSeconds: r.Before, Pairs: r.Pairs, Checks: r.Checks}
+		ListSeconds: r.Before, Bound: r.Bound, Pairs: r.Pairs, Checks: r.Checks}
 	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
 	if list != nil {
 		pl.CommOrder.ListSeconds = list.StepSeconds

@@ -30,8 +30,8 @@ func TestPlanCarriesTheSearchedOrder(t *testing.T) {
 	if o == nil || len(o.Swaps) == 0 || o.Status != order.Optimal {
 		t.Fatalf("comm_order %+v: want a proven order with swaps", o)
 	}
-	if !(pl.Cost.StepSeconds < o.ListSeconds) || pl.Cost.StepSeconds != r.After || o.ListSeconds != r.Before {
-		t.Fatalf("plan step %g, list order %g; search %g → %g", pl.Cost.StepSeconds, o.ListSeconds, r.Before, r.After)
+	if !(pl.Cost.StepSeconds < o.ListSeconds) || pl.Cost.StepSeconds != r.After || o.ListSeconds != r.Before || o.Bound != r.Bound || !(o.Bound > 0 && o.Bound <= r.After) {
+		t.Fatalf("plan step %g, list order %g, bound %g; search %g → %g (bound %g)", pl.Cost.StepSeconds, o.ListSeconds, o.Bound, r.Before, r.After, r.Bound)
 	}
 	back := reread(t, pl)
 	in, p, err := back.Resolve()

@@ -14,6 +14,7 @@ import (
 	"hap/encode"
 	"hap/ir"
 	"hap/lower"
+	"hap/order"
 	"hap/plan"
 	"hap/sim"
 	"hap/strategy"
@@ -41,14 +42,15 @@ func runExplain(e *env, args []string) error {
 
 func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps bool) error {
 	g := in.Graph
-	// A searched order is checked before anything is printed: a bad one is
-	// one error, not half a report.
-	var ordered *lower.Program
-	if pl.CommOrder != nil {
-		var err error
-		if ordered, _, err = plan.Lower(in, p); err != nil {
-			return err
-		}
+	// The program is lowered (and a searched order checked) before
+	// anything is printed: a bad order is one error, not half a report.
+	ordered, m, err := plan.Lower(in, p)
+	if err != nil {
+		return err
+	}
+	orderBound, err := order.Bound(ordered, m)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
 	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds))
@@ -115,10 +117,6 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		tw.Flush()
 	}
 
-	m, err := cost.New(in.Cluster, cost.Options{})
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(w, "\nCommunication in the forward program (backward adds each one's adjoint):\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	if p.Mesh != nil {
@@ -141,7 +139,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
 	}
 	tw.Flush()
-	explainOrder(w, pl, ordered)
+	explainOrder(w, pl, ordered, orderBound)
 
 	fmt.Fprintf(w, "\nPer device:\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -482,16 +480,28 @@ func retryNote(pl *plan.Plan) string {
 // plan document has them all.
 const maxSwapsShown = 12
 
-// explainOrder describes the plan's searched communication order, if it
-// has one: how the search ended, what it gained, and the collectives it
-// issues against the list order, by name (prog is the plan lowered).
-func explainOrder(w io.Writer, pl *plan.Plan, prog *lower.Program) {
+// explainOrder describes the plan's communication order: the order bound
+// (how much shorter any order could make the step), and, when the order
+// was searched, how the search ended, what it gained, and the collectives
+// it issues against the list order, by name (prog is the plan lowered).
+func explainOrder(w io.Writer, pl *plan.Plan, prog *lower.Program, bound float64) {
+	step := pl.Cost.StepSeconds
+	meets := order.MeetsBound(step, bound)
+	limit := fmt.Sprintf("no order of the collectives makes the step shorter than %s (%.2f%% below this one)", durationIn(bound, step), 100*(1-bound/step))
+	if meets {
+		limit = fmt.Sprintf("it meets the order bound (%s): no order of the collectives is faster", durationIn(bound, step))
+	}
 	o := pl.CommOrder
-	if o == nil {
+	switch {
+	case o == nil && meets:
+		fmt.Fprintf(w, "\nCommunication order: the list order; %s\n", limit)
+		return
+	case o == nil:
+		fmt.Fprintf(w, "\nCommunication order: the list order, not searched; %s: hap simulate PLAN --search-order looks for a faster one\n", limit)
 		return
 	}
-	fmt.Fprintf(w, "\nCommunication order (searched by Z3 %s, window %d, %d free pairs, %d checks, %s): list order %s → %s",
-		o.Z3, o.Window, o.Pairs, o.Checks, o.Status, durationIn(o.ListSeconds, pl.Cost.StepSeconds), duration(pl.Cost.StepSeconds))
+	fmt.Fprintf(w, "\nCommunication order (searched by Z3 %s, window %d, %d free pairs, %d checks, %s): list order %s → %s; %s",
+		o.Z3, o.Window, o.Pairs, o.Checks, o.Status, durationIn(o.ListSeconds, step), duration(step), limit)
 	if len(o.Swaps) == 0 {
 		fmt.Fprintln(w, "; the list order was the best found")
 		return

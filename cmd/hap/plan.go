@@ -377,6 +377,7 @@ type orderReport struct {
 	Status  order.Status `json:"status"`
 	Before  float64      `json:"before_seconds"`
 	After   float64      `json:"after_seconds"`
+	Bound   float64      `json:"bound_seconds"`
 	Window  int          `json:"window"`
 	Pairs   int          `json:"free_pairs"`
 	Checks  int          `json:"checks"`
@@ -390,11 +391,14 @@ func reportOrder(r *order.Result) orderReport {
 			n++
 		}
 	}
-	return orderReport{Status: r.Status, Before: r.Before, After: r.After, Window: r.Window, Pairs: r.Pairs, Checks: r.Checks, Reorder: n}
+	return orderReport{Status: r.Status, Before: r.Before, After: r.After, Bound: r.Bound, Window: r.Window, Pairs: r.Pairs, Checks: r.Checks, Reorder: n}
 }
 
 // describeOrder says what an order search found, in one line.
 func describeOrder(r *order.Result) string {
+	if r.Checks == 0 && r.AtBound() {
+		return fmt.Sprintf("order search: the plan's own order meets the order bound (%s): no order of the collectives is faster, so Z3 was not asked", duration(r.Bound))
+	}
 	what := "the plan's own order is the best found"
 	if r.After < r.Before {
 		what = fmt.Sprintf("%s → %s (%.2f%% shorter); the summary and trace above are of the searched order",
@@ -405,7 +409,11 @@ func describeOrder(r *order.Result) string {
 		order.Stopped:  "Z3's work budget ran out before proving no faster order exists",
 		order.Excluded: "faster orders did not fit in memory; others were not all ruled out",
 	}[r.Status]
-	return fmt.Sprintf("order search (Z3, window %d, %d free pairs, %d checks): %s; %s", r.Window, r.Pairs, r.Checks, what, why)
+	limit := fmt.Sprintf("order bound %s (%.2f%% below)", duration(r.Bound), 100*(1-r.Bound/r.After))
+	if r.AtBound() {
+		why, limit = "it meets the order bound", "no order of the collectives is faster"
+	}
+	return fmt.Sprintf("order search (Z3, window %d, %d free pairs, %d checks): %s; %s; %s", r.Window, r.Pairs, r.Checks, what, why, limit)
 }
 
 func runDevices(e *env, args []string) error {

@@ -118,15 +118,25 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 }
 
 // simulate --search-order simulates the best communication order Z3 finds and says how the search
-// ended, in text and in JSON; a budget of one unit of work stops it at once, the plan's own order.
+// ended, in text and in JSON: mlp-tiny's own order meets the order bound, so Z3 is not asked; a
+// budget of one unit of work stops the search on mlp at once, at the plan's own order.
 func TestSimulateSearchesTheOrder(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "plan.json")
-	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "-o", f); code != 0 {
-		t.Fatalf("plan: %d %s", code, errs)
+	dir := t.TempDir()
+	tiny, f := filepath.Join(dir, "tiny.json"), filepath.Join(dir, "plan.json")
+	for model, file := range map[string]string{"mlp-tiny": tiny, "mlp": f} {
+		if code, _, errs := runCLI("plan", "--model", model, "--cluster", "paper-8", "--strategy", "dp-ev", "-o", file); code != 0 {
+			t.Fatalf("plan %s: %d %s", model, code, errs)
+		}
 	}
-	code, out, errs := runCLI("simulate", f, "--search-order")
-	if code != 0 || !strings.Contains(out, "order search (Z3, window 8") {
+	code, out, errs := runCLI("simulate", tiny, "--search-order")
+	if code != 0 || !strings.Contains(out, "meets the order bound") || !strings.Contains(out, "Z3 was not asked") {
 		t.Fatalf("simulate --search-order: %d %s %s", code, errs, out)
+	}
+	// explain says so too, and for mlp, how much an order could gain.
+	for file, want := range map[string]string{tiny: "the list order; it meets the order bound", f: "the list order, not searched; no order of the collectives makes the step shorter than"} {
+		if code, out, errs := runCLI("explain", file); code != 0 || !strings.Contains(out, "Communication order: "+want) {
+			t.Errorf("explain %s: %d %s; want %q in\n%s", filepath.Base(file), code, errs, want, out)
+		}
 	}
 	code, out, errs = runCLI("simulate", f, "--search-order", "--order-budget", "1", "--json")
 	var doc struct {
@@ -135,12 +145,13 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 			Status string  `json:"status"`
 			Before float64 `json:"before_seconds"`
 			After  float64 `json:"after_seconds"`
+			Bound  float64 `json:"bound_seconds"`
 		} `json:"order_search"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
 		t.Fatalf("simulate --json: %d %s %s", code, errs, out)
 	}
-	if doc.Order.Status != "stopped" || doc.Order.After != doc.Order.Before || doc.Step != doc.Order.After {
+	if doc.Order.Status != "stopped" || doc.Order.After != doc.Order.Before || doc.Step != doc.Order.After || !(doc.Order.Bound > 0 && doc.Order.Bound < doc.Step) {
 		t.Errorf("out of budget: %+v", doc)
 	}
 }
@@ -168,7 +179,8 @@ func TestPlanRecordsTheSearchedOrder(t *testing.T) {
 		t.Fatalf("simulate: %d %s: step %g, the plan says %g", code, errs, sim.Step, pl.Cost.StepSeconds)
 	}
 	code, out, errs = runCLI("explain", f)
-	if code != 0 || !strings.Contains(out, "Communication order (searched by Z3") || !strings.Contains(out, "all_reduce") {
+	if code != 0 || !strings.Contains(out, "Communication order (searched by Z3") || !strings.Contains(out, "all_reduce") ||
+		!strings.Contains(out, "no order of the collectives makes the step shorter than") {
 		t.Fatalf("explain: %d %s %s", code, errs, out)
 	}
 	if code, _, errs := runCLI("simulate", f, "-o", f); code != 2 || !strings.Contains(errs, "needs --search-order") {
