@@ -44,6 +44,7 @@ func (pr *problem) bound() (float64, error) {
 		return 0, err
 	}
 	head, tail := g.longestPaths(pr.serialHeads(g))
+	pr.head, pr.tail = head[:len(pr.ids)], tail[:len(pr.ids)]
 	lb := 0.0
 	for v := range g.dur {
 		lb = max(lb, head[v]+g.dur[v]+tail[v])

@@ -26,6 +26,9 @@ type problem struct {
 	streams [][]int
 	// after[c] is the set of collectives (by index into ids) collective ids[c] transitively waits on.
 	after []bitset
+	// head[c] and tail[c], set by bound, are the earliest collective ids[c] can start and the least
+	// time from its end to the end of the step, in any order (bound.go).
+	head, tail []float64
 }
 
 // collective is one collective across its members.

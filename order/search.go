@@ -220,6 +220,11 @@ func MeetsBound(step, bound float64) bool { return step <= bound*(1+minGain) }
 // minGain of any step.
 const tick = 1e-12
 
+// boundSlack is taken off the heads and tails stated to Z3: they are sums of float64 seconds,
+// where the timeline adds each instruction rounded to a tick, so the two can differ by a tick per
+// instruction on a path; a nanosecond covers a thousand.
+const boundSlack = 1e-9
+
 // ticks is seconds in ticks, rounded.
 func ticks(seconds float64) int64 { return int64(math.Round(seconds / tick)) }
 
@@ -254,6 +259,12 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 	for k, id := range pr.ids {
 		tl.coll[k] = c.IntConst(fmt.Sprintf("c%d", id))
 		tl.rows = append(tl.rows, c.Ge(tl.coll[k], c.Int(0)), c.Ge(tl.makespan, collEnd(k)))
+		if pr.head != nil {
+			// Implied by the rows below for every order (bound.go), stated so that Z3 need not
+			// rediscover them: the collective's head and tail, less boundSlack.
+			tl.rows = append(tl.rows, c.Ge(tl.coll[k], c.Int(max(0, ticks(pr.head[k]-boundSlack)))),
+				c.Ge(tl.makespan, c.Add(collEnd(k), c.Int(max(0, ticks(pr.tail[k]-boundSlack))))))
+		}
 	}
 	for _, d := range pr.devices {
 		dp := &pr.p.Devices[d]

@@ -162,7 +162,7 @@ func runPlan(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout)
 	if searched != nil {
-		fmt.Fprintln(e.stdout, describeOrder(searched))
+		fmt.Fprintln(e.stdout, describeOrder(searched, "the plan's step above is the searched order's"))
 	}
 	if *out != "" {
 		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
@@ -355,7 +355,7 @@ func runSimulate(e *env, args []string) error {
 		return err
 	}
 	if searched != nil {
-		fmt.Fprintln(e.stdout, describeOrder(searched))
+		fmt.Fprintln(e.stdout, describeOrder(searched, "the summary and trace above are of the searched order"))
 	}
 	if *out != "" {
 		fmt.Fprintf(e.stdout, "wrote %s\n", *out)
@@ -394,15 +394,16 @@ func reportOrder(r *order.Result) orderReport {
 	return orderReport{Status: r.Status, Before: r.Before, After: r.After, Bound: r.Bound, Window: r.Window, Pairs: r.Pairs, Checks: r.Checks, Reorder: n}
 }
 
-// describeOrder says what an order search found, in one line.
-func describeOrder(r *order.Result) string {
+// describeOrder says what an order search found, in one line; searched
+// says what above it the searched order applies to.
+func describeOrder(r *order.Result, searched string) string {
 	if r.Checks == 0 && r.AtBound() {
 		return fmt.Sprintf("order search: the plan's own order meets the order bound (%s): no order of the collectives is faster, so Z3 was not asked", duration(r.Bound))
 	}
 	what := "the plan's own order is the best found"
 	if r.After < r.Before {
-		what = fmt.Sprintf("%s → %s (%.2f%% shorter); the summary and trace above are of the searched order",
-			duration(r.Before), duration(r.After), 100*(1-r.After/r.Before))
+		what = fmt.Sprintf("%s → %s (%.2f%% shorter); %s",
+			duration(r.Before), duration(r.After), 100*(1-r.After/r.Before), searched)
 	}
 	why := map[order.Status]string{
 		order.Optimal:  "no order within the window is faster (proven by Z3)",
