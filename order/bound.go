@@ -11,21 +11,23 @@ import (
 )
 
 // The order bound: a lower bound on the simulated step over every communication-stream order,
-// whatever the window, from two relaxations of the timeline Search encodes.
+// whatever the window, from relaxations of the timeline Search encodes.
 //
 //   - Free streams. Drop the communication streams' order (collectives on one stream may overlap)
 //     and what is left — dependencies, compute streams in order, each collective on all members at
 //     once — is a DAG whose longest path no order can beat. Its forward pass gives every
 //     instruction a head (the earliest it can start), its backward pass a tail (the least time
 //     from its end to the end of the step).
+//   - Serial heads. The collectives an instruction waits on cannot all run at once on a stream
+//     they share: each head is raised to when they could have ended one after another (and each
+//     tail likewise by the collectives that wait on it), before the pass goes on (serialHeads).
 //   - One stream at a time. A device's communication stream runs its collectives one after
-//     another, so for any h the collectives with heads of at least h take, from h, their summed
-//     durations and then the least of their tails: h + Σ dur + min tail (and the same with the
-//     roles of heads and tails swapped). That is the one-machine bound of job-shop scheduling.
+//     another, each no earlier than its head and followed by its tail: the one-machine problem of
+//     job-shop scheduling, bounded by Jackson's preemptive schedule (oneStream).
 //
 // When a program's own order (or the best Z3 finds) takes no longer than the bound, it is optimal
-// among all orders, with no solver call; otherwise the bound gives the search's gap. On plans whose
-// communication stream is the bottleneck the second bound is exactly the step.
+// among all orders, with no solver call; otherwise the bound gives the search's gap. Search also
+// states the heads and tails to Z3, which proves more with them.
 
 // Bound is a lower bound, in seconds, on p's simulated step under m over every order of its
 // communication streams (the order bound above). p must be valid (lower.Program.Validate).
@@ -111,7 +113,7 @@ type dag struct {
 	topo []int // set by topological
 }
 
-// topological sorts g (Kahn's algorithm, smallest ready node first), reporting false on a cycle.
+// topological sorts g (Kahn's algorithm), reporting false on a cycle.
 func (g *dag) topological() ([]int, bool) {
 	indeg := make([]int, len(g.dur))
 	for _, ss := range g.succ {
