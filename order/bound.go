@@ -99,7 +99,7 @@ func (pr *problem) relaxedGraph() (*dag, error) {
 			}
 		}
 	}
-	if _, ok := g.topological(); !ok {
+	if !g.topological() {
 		return nil, fmt.Errorf("order: the program's instructions wait on each other in a cycle")
 	}
 	return g, nil
@@ -113,32 +113,54 @@ type dag struct {
 	topo []int // set by topological
 }
 
-// topological sorts g (Kahn's algorithm), reporting false on a cycle.
-func (g *dag) topological() ([]int, bool) {
-	indeg := make([]int, len(g.dur))
-	for _, ss := range g.succ {
+// topological sorts g, reporting false on a cycle.
+func (g *dag) topological() bool {
+	var ok bool
+	g.topo, ok = kahn(g.succ)
+	return ok
+}
+
+// kahn is a topological order of the graph whose node v precedes succ[v], the smallest ready node
+// first (so a graph gives one order, whatever the order of its edges), and whether it covers every
+// node (false: a cycle).
+func kahn(succ [][]int) ([]int, bool) {
+	indeg := make([]int, len(succ))
+	for _, ss := range succ {
 		for _, s := range ss {
 			indeg[s]++
 		}
 	}
-	var ready []int
+	ready := &minHeap{}
 	for v, n := range indeg {
 		if n == 0 {
-			ready = append(ready, v)
+			heap.Push(ready, v)
 		}
 	}
-	g.topo = g.topo[:0]
-	for len(ready) > 0 {
-		v := ready[len(ready)-1]
-		ready = ready[:len(ready)-1]
-		g.topo = append(g.topo, v)
-		for _, s := range g.succ[v] {
+	seq := make([]int, 0, len(succ))
+	for ready.Len() > 0 {
+		v := heap.Pop(ready).(int)
+		seq = append(seq, v)
+		for _, s := range succ[v] {
 			if indeg[s]--; indeg[s] == 0 {
-				ready = append(ready, s)
+				heap.Push(ready, s)
 			}
 		}
 	}
-	return g.topo, len(g.topo) == len(g.dur)
+	return seq, len(seq) == len(succ)
+}
+
+// minHeap is a min-heap of ints.
+type minHeap []int
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, k int) bool { return h[i] < h[k] }
+func (h minHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // longestPaths returns every node's head (the longest path ending where it starts) and tail (the

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"hap/cost"
@@ -90,38 +91,25 @@ func tidy(ctx context.Context, p *lower.Program, m *cost.Model, best *sim.Result
 // follows (a topological order of the streams; smallest ID first among the ready), or false if the
 // streams disagree.
 func globalSequence(p *lower.Program, group map[int][]int) ([]int, bool) {
-	succ := map[int][]int{}
-	indeg := map[int]int{}
-	for id := range group {
-		indeg[id] = 0
+	ids := slices.Sorted(maps.Keys(group))
+	index := make(map[int]int, len(ids))
+	for k, id := range ids {
+		index[id] = k
 	}
+	succ := make([][]int, len(ids))
 	for d := range p.Devices {
 		dp := &p.Devices[d]
 		q := dp.CommStream()
 		for k := 1; k < len(q); k++ {
-			a, b := dp.Instrs[q[k-1]].Comm.ID, dp.Instrs[q[k]].Comm.ID
+			a, b := index[dp.Instrs[q[k-1]].Comm.ID], index[dp.Instrs[q[k]].Comm.ID]
 			succ[a] = append(succ[a], b)
-			indeg[b]++
 		}
 	}
-	var ready, seq []int
-	for id, deg := range indeg {
-		if deg == 0 {
-			ready = append(ready, id)
-		}
+	seq, ok := kahn(succ) // indices in ID order, so smallest ID first among the ready
+	for k, i := range seq {
+		seq[k] = ids[i]
 	}
-	for len(ready) > 0 {
-		slices.Sort(ready)
-		id := ready[0]
-		ready = ready[1:]
-		seq = append(seq, id)
-		for _, s := range succ[id] {
-			if indeg[s]--; indeg[s] == 0 {
-				ready = append(ready, s)
-			}
-		}
-	}
-	return seq, len(seq) == len(group)
+	return seq, ok
 }
 
 // withSequence is p with every device issuing its collectives in seq's order.
