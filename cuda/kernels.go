@@ -81,13 +81,14 @@ var kernelSigs = []KernelSig{
 	{"softmax_grad", []ParamKind{PConstT, PConstT, PT, PI64, PI64, PI32}},
 	{"layer_norm", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI64, PF64}},
 	{"layer_norm_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PT, PA, PI64, PI64, PF64}},
-	{"layer_norm_grad_gb", []ParamKind{PConstT, PConstT, PConstA, PT, PT, PI64, PI64}},
+	{"layer_norm_grad_gb", []ParamKind{PConstT, PConstT, PConstA, PT, PT, PI64, PI64, PI64, PI64}},
 	{"ce_rows", []ParamKind{PConstT, PConstI64, PA, PI64, PI64}},
 	{"ce_grad", []ParamKind{PConstT, PConstI64, PConstT, PT, PI64, PI64}},
 	{"nll_rows", []ParamKind{PConstT, PConstI64, PA, PI64, PI64}},
 	{"nll_grad", []ParamKind{PConstI64, PConstT, PT, PI64, PI64}},
 	{"sum_to_scalar", []ParamKind{PConstA, PT, PI64}},
-	{"reduce_sum", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
+	{"reduce_sum", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64, PI64, PI64}},
+	{"reduce_sum_rows", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
 	{"permute", []ParamKind{PConstB, PB, PI64, PI32, PDims, PDims}},
 	{"axis_copy", []ParamKind{PB, PConstB, PI64, PI64, PI64, PI64, PI64, PI64}},
 	{"attn_softmax", []ParamKind{PT, PI64, PI64, PI64, PI32}},
@@ -419,19 +420,23 @@ extern "C" __global__ void K(layer_norm_grad_dx)(const T* x, const T* g, const T
 		if (threadIdx.x == 0) { stats[2 * r] = mean; stats[2 * r + 1] = rstd; }
 	}
 }
-// dgamma[j] = Σ_r dy[r,j]·x̂[r,j], dbeta[j] = Σ_r dy[r,j]: one thread per
-// column, rows in order, so the sums are deterministic.
+// dgamma[j] = Σ_r dy[r,j]·x̂[r,j], dbeta[j] = Σ_r dy[r,j] over the rows
+// r ∈ [sp·chunk, min((sp+1)·chunk, rows)), into dg[sp·n + j], db[sp·n + j]:
+// one thread per (column, range), rows in order, so the sums are
+// deterministic; with nsplit > 1 a reduce_sum adds the ranges.
 extern "C" __global__ void K(layer_norm_grad_gb)(const T* x, const T* dy, const A* stats, T* dg, T* db,
-                                                 long long rows, long long n) {
-	GRID_STRIDE(j, n) {
+                                                 long long rows, long long n, long long chunk, long long nsplit) {
+	GRID_STRIDE(e, n * nsplit) {
+		long long j = e % n, sp = e / n;
+		long long r1 = (sp + 1) * chunk < rows ? (sp + 1) * chunk : rows;
 		A ag = 0, ab = 0;
-		for (long long r = 0; r < rows; r++) {
+		for (long long r = sp * chunk; r < r1; r++) {
 			A d = (A)dy[r * n + j];
 			ag += d * ((A)x[r * n + j] - stats[2 * r]) * stats[2 * r + 1];
 			ab += d;
 		}
-		dg[j] = (T)ag;
-		db[j] = (T)ab;
+		dg[e] = (T)ag;
+		db[e] = (T)ab;
 	}
 }
 
@@ -498,21 +503,47 @@ extern "C" __global__ void K(sum_to_scalar)(const A* buf, T* y, long long n) {
 }
 
 // ---- reductions ----
-// y[o] = Σ over the reduced coordinates of x: o's kept coordinates (kshape,
-// strides in x kstride) plus each reduced combination (rshape, rstride).
-// One thread per output element, in a fixed order: deterministic.
+// y[sp·nout + o] = Σ over the reduced combinations k ∈ [sp·chunk,
+// min((sp+1)·chunk, nred)) of x at o's kept coordinates (kshape, strides in
+// x kstride) plus k's reduced ones (rshape, rstride). One thread per
+// (output, range), each range in order: deterministic. With nsplit = 1 it
+// is the whole sum; otherwise a second launch adds the nsplit ranges of
+// each output in order (the planner's split reduction).
 extern "C" __global__ void K(reduce_sum)(const T* x, T* y, long long nout, int kr, Dims kshape, Dims kstride,
-                                         int rr, Dims rshape, Dims rstride, long long nred) {
-	GRID_STRIDE(o, nout) {
+                                         int rr, Dims rshape, Dims rstride, long long nred,
+                                         long long chunk, long long nsplit) {
+	GRID_STRIDE(e, nout * nsplit) {
+		long long o = e % nout, sp = e / nout;
 		long long base = 0, rem = o;
 		for (int d = kr - 1; d >= 0; d--) { base += (rem % kshape.v[d]) * kstride.v[d]; rem /= kshape.v[d]; }
+		long long k1 = (sp + 1) * chunk < nred ? (sp + 1) * chunk : nred;
 		A s = 0;
-		for (long long k = 0; k < nred; k++) {
+		for (long long k = sp * chunk; k < k1; k++) {
 			long long off = 0, q = k;
 			for (int d = rr - 1; d >= 0; d--) { off += (q % rshape.v[d]) * rstride.v[d]; q /= rshape.v[d]; }
 			s += (A)x[base + off];
 		}
-		y[o] = (T)s;
+		y[e] = (T)s;
+	}
+}
+// The same sum with one block per output element, its threads striding over
+// the reduced combinations, then a fixed tree (block_sum): for reductions
+// over x's innermost dimension, where neighbouring threads then read
+// neighbouring elements. Deterministic for a given block size.
+extern "C" __global__ void K(reduce_sum_rows)(const T* x, T* y, long long nout, int kr, Dims kshape, Dims kstride,
+                                              int rr, Dims rshape, Dims rstride, long long nred) {
+	__shared__ A sh[1024];
+	ROWS(o, nout) {
+		long long base = 0, rem = o;
+		for (int d = kr - 1; d >= 0; d--) { base += (rem % kshape.v[d]) * kstride.v[d]; rem /= kshape.v[d]; }
+		A s = 0;
+		COLS(k, nred) {
+			long long off = 0, q = k;
+			for (int d = rr - 1; d >= 0; d--) { off += (q % rshape.v[d]) * rstride.v[d]; q /= rshape.v[d]; }
+			s += (A)x[base + off];
+		}
+		s = block_sum(s, sh);
+		if (threadIdx.x == 0) y[o] = (T)s;
 	}
 }
 

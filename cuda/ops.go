@@ -63,7 +63,7 @@ var support = []Support{
 	{ir.OpNLLLoss, ViaKernel, []string{"nll_rows", "sum_to_scalar"}, "labels outside the classes give NaN"},
 	{ir.OpTop2Gate, ViaKernel, []string{"top2_route", "top2_slots", "top2_write"}, "per-token choices, per-expert slot assignment in token order (deterministic)"},
 	{ir.OpEinsum, ViaCUBLASKernel, []string{"permute"}, "operands permuted to [batch, m, k] and [batch, k, n], one strided-batched GEMM, result permuted to the output order"},
-	{ir.OpReduceSum, ViaKernel, []string{"reduce_sum"}, "one thread per output element, deterministic"},
+	{ir.OpReduceSum, ViaKernel, []string{"reduce_sum", "reduce_sum_rows"}, "a block per output over the innermost dimension, else a thread per output and row range (a second pass adds the ranges); deterministic"},
 	{ir.OpFillLike, ViaKernel, []string{"fill"}, ""},
 	{ir.OpReLUGrad, ViaKernel, []string{"relu_grad"}, ""},
 	{ir.OpGELUGrad, ViaKernel, []string{"gelu_grad"}, ""},

@@ -50,6 +50,9 @@ var opCases = []opCase{
 	{"layer_norm_grad", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpLayerNormGrad, ir.Attrs{Eps: 1e-5}, prm(b, "x", 5, 37), prm(b, "g", 37), prm(b, "dy", 5, 37))[0]
 	}},
+	{"layer_norm_grad/tall", func(b *ir.Builder) ir.TensorID { // dgamma and dbeta split into row ranges
+		return b.Emit(ir.OpLayerNormGrad, ir.Attrs{Eps: 1e-5}, prm(b, "x", 75, 5), prm(b, "g", 5), prm(b, "dy", 75, 5))[0]
+	}},
 	{"embedding", func(b *ir.Builder) ir.TensorID {
 		return b.Embedding(b.Input("ids", ir.Int64, 4, 3), prm(b, "tab", 7, 5))
 	}},
@@ -73,6 +76,14 @@ var opCases = []opCase{
 	{"reduce_sum/outer-inner", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 3, 4, 5), 0, 2) }},
 	{"reduce_sum/middle", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 3, 4, 5), 1) }},
 	{"reduce_sum/all", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 3, 4), 0, 1) }},
+	// Long sums take the split (column) and block-per-output (row) paths:
+	// a bias gradient's two outer dimensions merged and split into 45
+	// ranges of 33 rows; a middle dimension split in two; the innermost
+	// dimension a block per output, alone and with an outer one.
+	{"reduce_sum/split-columns", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 40, 37, 3), 0, 1) }},
+	{"reduce_sum/split-middle", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 3, 70, 7), 1) }},
+	{"reduce_sum/rows", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 5, 300), 1) }},
+	{"reduce_sum/rows-outer-inner", func(b *ir.Builder) ir.TensorID { return b.ReduceSum(prm(b, "x", 4, 3, 50), 0, 2) }},
 	{"fill_like", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpFillLike, ir.Attrs{Scale: 0.5}, prm(b, "x", 3, 4))[0]
 	}},

@@ -37,8 +37,8 @@ func bestSource(avail []Layout, want Layout) (from Layout, kind ir.OpKind, ok bo
 
 // Assemble builds a program: for each forward op in order, choose a rule,
 // insert the communication that establishes its inputs' layouts (method
-// picks each collective's method), then compute. Finally the loss is
-// brought to Reduce if needed.
+// picks each collective's method), then compute. A loss that does not end
+// as Reduce is an error: no instruction makes Reduce from another layout.
 func Assemble(g *ir.Graph, devices int, segs []Segment, leaves []LeafLayout, ch Chooser, method func(t ir.TensorID, from, to Layout) string) (*Program, error) {
 	p := &Program{Devices: devices, Segments: segs, Leaves: leaves}
 	avail := make([][]Layout, len(g.Tensors))

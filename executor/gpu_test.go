@@ -35,60 +35,73 @@ func realRuntime(t *testing.T) (*cuda.Runtime, int) {
 	return rt, n
 }
 
-// TestGPUTrainMatchesCPU trains bert-base-tiny and vgg19-tiny on the real
-// GPUs (two ranks when there are two GPUs, else one) and compares losses
-// and trained parameters with the CPU backend, as TestFakeCUDAMatchesCPU
-// does on the stand-in; then Verify against single-device training.
+// TestGPUTrainMatchesCPU trains every tiny model, under a strategy that
+// uses its layers, on the real GPUs (two ranks when there are two GPUs,
+// else one) and compares losses and trained parameters with the CPU
+// backend, as TestFakeCUDAMatchesCPU does on the stand-in; then Verify in
+// float64 against single-device training.
 func TestGPUTrainMatchesCPU(t *testing.T) {
 	rt, n := realRuntime(t)
 	n = min(n, 2)
-	c, err := cluster.ParseCluster([]byte(fmt.Sprintf("name: local\nnodes:\n  - {name: gpu, device: H100, count: %d}\n", n)), "local.yaml")
+	c, err := cluster.ParseCluster([]byte(fmt.Sprintf("name: local\nnodes:\n  - {name: gpu, device: H100, count: %d, intra: {class: nvlink, bandwidth: 300GB/s}}\n", n)), "local.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range []string{"bert-base-tiny", "vgg19-tiny"} {
-		for _, strat := range []string{"dp-ev", "tp"} {
-			t.Run(model+"/"+strat, func(t *testing.T) {
-				g, err := models.Load(model, models.Options{DType: ir.Float32})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := strategy.Build(strat, g, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				opt := Options{DType: ir.Float32, Steps: 3, Seed: 7, Optimizer: ir.SGD(1e-2)}
-				want, err := Train(g, p, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				opt.Backend = NewCUDA(CUDAOptions{Runtime: rt})
-				got, err := Train(g, p, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var loss, params Diff
-				for k := range want.Steps {
-					loss.add("loss", []float64{got.Steps[k].Loss}, []float64{want.Steps[k].Loss})
-					t.Logf("step %d: loss %v (cpu %v), per-device seconds %v", k+1, got.Steps[k].Loss, want.Steps[k].Loss, got.Steps[k].PerDevice)
-				}
-				for name, w := range want.Params {
-					params.add(name, got.Params[name], w)
-				}
-				loss.finish()
-				params.finish()
-				if loss.MaxRel > float32Tolerance || params.MaxRel > float32Tolerance {
-					t.Errorf("on %v: loss rel %.3g, params rel %.3g on %s", got.Devices, loss.MaxRel, params.MaxRel, params.Worst)
-				}
-				rep, err := Verify(g, p, Options{DType: ir.Float64, Steps: 2, Seed: 3, Optimizer: ir.SGD(1e-2), Backend: opt.Backend})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rep.Max() > float64Tolerance {
-					t.Errorf("float64 verify: max relative error %.3g: loss %+v grads %+v params %+v", rep.Max(), rep.Loss, rep.Grads, rep.Params)
-				}
-			})
-		}
+	cases := []struct{ model, strategy string }{
+		{"bert-base-tiny", "dp-ev"}, {"bert-base-tiny", "tp"}, {"vgg19-tiny", "dp-ev"}, {"vgg19-tiny", "tp"},
+		{"mlp-tiny", "dp-ev"}, {"gpt2-tiny", "megatron"}, {"vit-tiny", "dp-ev"}, {"bert-moe-tiny", "ep"},
+	}
+	for _, tc := range cases {
+		model, strat := tc.model, tc.strategy
+		t.Run(model+"/"+strat, func(t *testing.T) {
+			g, err := models.Load(model, models.Options{DType: ir.Float32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := strategy.Build(strat, g, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt := Options{DType: ir.Float32, Steps: 3, Seed: 7, Optimizer: ir.SGD(1e-2)}
+			want, err := Train(g, p, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.Backend = NewCUDA(CUDAOptions{Runtime: rt})
+			got, err := Train(g, p, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var loss, params Diff
+			for k := range want.Steps {
+				loss.add("loss", []float64{got.Steps[k].Loss}, []float64{want.Steps[k].Loss})
+				t.Logf("step %d: loss %v (cpu %v), per-device seconds %v", k+1, got.Steps[k].Loss, want.Steps[k].Loss, got.Steps[k].PerDevice)
+			}
+			for name, w := range want.Params {
+				params.add(name, got.Params[name], w)
+			}
+			loss.finish()
+			params.finish()
+			if loss.MaxRel > float32Tolerance || params.MaxRel > float32Tolerance {
+				t.Errorf("on %v: loss rel %.3g, params rel %.3g on %s", got.Devices, loss.MaxRel, params.MaxRel, params.Worst)
+			}
+			// Verify in float64 needs the graph in float64.
+			g64, err := models.Load(model, models.Options{DType: ir.Float64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p64, err := strategy.Build(strat, g64, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Verify(g64, p64, Options{DType: ir.Float64, Steps: 2, Seed: 3, Optimizer: ir.SGD(1e-2), Backend: opt.Backend})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Max() > float64Tolerance {
+				t.Errorf("float64 verify: max relative error %.3g: loss %+v grads %+v params %+v", rep.Max(), rep.Loss, rep.Grads, rep.Params)
+			}
+		})
 	}
 }
 

@@ -245,8 +245,12 @@ func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
 			params[t] = encode.G(0, fs)
 		}
 	}
-	// Inputs stay whole: every device sees the whole batch.
-	p, err := assembleWith(g, n, segs, params, false)
+	// Inputs stay whole: every device sees the whole batch. On one device
+	// every layout is the whole tensor, and nothing then makes the greedy
+	// completion prefer a rule whose loss ends as Reduce (the sum of every
+	// device's part, which a program's loss must be); splitting the batch
+	// over that one device changes nothing else and ends the loss as Reduce.
+	p, err := assembleWith(g, n, segs, params, n == 1)
 	if err != nil {
 		return nil, err
 	}

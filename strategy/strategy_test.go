@@ -117,3 +117,34 @@ func TestMegatronProportional(t *testing.T) {
 		t.Errorf("replica 0's ranks get %v of its %d samples", s.Lengths[:2], l[0])
 	}
 }
+
+// Every strategy builds a valid program on a one-device cluster, where
+// every layout is the whole tensor: tp (and megatron, which is tp on one
+// machine) used to leave a model without attention or FFN layers with its
+// loss in Identity, which no program may end with ("the loss ends as
+// {Identity}, not Reduce"), so `hap plan --strategy tp` refused one GPU.
+func TestEveryStrategyOnOneDevice(t *testing.T) {
+	one, err := cluster.ParseCluster([]byte("name: one\nnodes:\n  - {name: a, device: H100, count: 1}\n"), "one.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"mlp-tiny", "vgg19-tiny", "bert-base-tiny", "bert-moe-tiny", "gpt2-tiny", "vit-tiny"} {
+		g, err := models.Load(model, models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range Names() {
+			if name == "ep" && !strings.Contains(model, "moe") {
+				continue // ep needs mixture-of-experts layers
+			}
+			p, err := Build(name, g, one)
+			if err != nil {
+				t.Errorf("%s on one device: %v", name, err)
+				continue
+			}
+			if err := encode.Check(g, p); err != nil {
+				t.Errorf("%s on one device: %v", name, err)
+			}
+		}
+	}
+}
