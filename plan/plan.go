@@ -195,6 +195,28 @@ func (s Solver) BoundFromLP() bool {
 	return v == BoundByLP
 }
 
+// TiedOption names, in Solver.Options, the ties the joint MILP's space
+// has, over which its bound and "optimal" hold (docs/planner.md, The
+// MILP): "36 op classes for 58 forward ops, 3 device groups for 8
+// devices". A plan that runs different rules in two tied layers, or
+// uneven shares on identical devices, is outside that space.
+const TiedOption = "tied"
+
+// Tied is the joint MILP's ties (TiedOption), and whether they shrink its
+// space: some op class holds several ops, or some device group several
+// devices. "" for a plan that does not record them.
+func (s Solver) Tied() (string, bool) {
+	v, ok := s.option(TiedOption)
+	if !ok {
+		return "", false
+	}
+	var classes, ops, groups, devices int
+	if _, err := fmt.Sscanf(v, "%d op classes for %d forward ops, %d device groups for %d devices", &classes, &ops, &groups, &devices); err != nil {
+		return v, true
+	}
+	return v, classes < ops || groups < devices
+}
+
 // SearchOption names, in Solver.Options, the joint MILP's search settings
 // (milp.Options.Search): "no cuts, no heuristics, no strong branching"
 // for the default ten nodes.

@@ -13,6 +13,7 @@ import (
 
 	"hap/cost"
 	"hap/encode"
+	"hap/ir"
 	"hap/sim"
 	"hap/solve"
 	"hap/solve/milp"
@@ -260,6 +261,14 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		boundBy = BoundByLP
 	}
 	sol.Options = append(sol.Options, Software{BoundOption, boundBy})
+	e := res.Encoding
+	forward := 0
+	for i := range e.G.Ops {
+		if e.G.Ops[i].Phase == ir.Forward {
+			forward++
+		}
+	}
+	sol.Options = append(sol.Options, Software{TiedOption, fmt.Sprintf("%d op classes for %d forward ops, %d device groups for %d devices", len(e.Classes), forward, len(e.Groups), e.N)})
 	if solvedAt != fraction {
 		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
 	}

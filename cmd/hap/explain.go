@@ -70,6 +70,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
 		fmt.Fprintln(w)
+		if ties, shrink := s.Tied(); shrink {
+			// The bound is over the MILP's space, not every plan: a plan
+			// that runs tied layers differently could be faster.
+			fmt.Fprintf(w, "  the bound and gap are over tied plans (%s): every layer of an op class runs the same rules, and a group's identical devices hold even shares\n", ties)
+		}
 	}
 
 	devs := in.Cluster.Devices()

@@ -260,6 +260,11 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "proven bound") || !strings.Contains(out, "gap") {
 		t.Errorf("explain: %d %s %s", code, errs, out)
 	}
+	// The bound is over tied plans, and says so: paper-8's two V100s and
+	// six P100s are two groups of identical devices.
+	if !strings.Contains(out, "the bound and gap are over tied plans (") || !strings.Contains(out, "2 device groups for 8 devices") {
+		t.Errorf("explain does not say what the bound is over:\n%s", out)
+	}
 	// It names the bottleneck device and what on it takes the time.
 	for _, want := range []string{"bottleneck: device ", "bottleneck op: ", "costliest on device "} {
 		if !strings.Contains(out, want) {
