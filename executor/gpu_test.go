@@ -8,6 +8,7 @@ import (
 	"hap/cluster"
 	"hap/cost"
 	"hap/cuda"
+	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/strategy"
@@ -54,14 +55,20 @@ func TestGPUTrainMatchesCPU(t *testing.T) {
 	for _, tc := range cases {
 		model, strat := tc.model, tc.strategy
 		t.Run(model+"/"+strat, func(t *testing.T) {
-			g, err := models.Load(model, models.Options{DType: ir.Float32})
-			if err != nil {
-				t.Fatal(err)
+			// build loads the model in dt (Verify in float64 needs a
+			// float64 graph) and plans it.
+			build := func(dt ir.DType) (*ir.Graph, *encode.Program) {
+				g, err := models.Load(model, models.Options{DType: dt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := strategy.Build(strat, g, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, p
 			}
-			p, err := strategy.Build(strat, g, c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, p := build(ir.Float32)
 			opt := Options{DType: ir.Float32, Steps: 3, Seed: 7, Optimizer: ir.SGD(1e-2)}
 			want, err := Train(g, p, opt)
 			if err != nil {
@@ -85,15 +92,7 @@ func TestGPUTrainMatchesCPU(t *testing.T) {
 			if loss.MaxRel > float32Tolerance || params.MaxRel > float32Tolerance {
 				t.Errorf("on %v: loss rel %.3g, params rel %.3g on %s", got.Devices, loss.MaxRel, params.MaxRel, params.Worst)
 			}
-			// Verify in float64 needs the graph in float64.
-			g64, err := models.Load(model, models.Options{DType: ir.Float64})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p64, err := strategy.Build(strat, g64, c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g64, p64 := build(ir.Float64)
 			rep, err := Verify(g64, p64, Options{DType: ir.Float64, Steps: 2, Seed: 3, Optimizer: ir.SGD(1e-2), Backend: opt.Backend})
 			if err != nil {
 				t.Fatal(err)
