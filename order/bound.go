@@ -130,7 +130,7 @@ func kahn(succ [][]int) ([]int, bool) {
 			indeg[s]++
 		}
 	}
-	ready := &minHeap{}
+	ready := &queue[int]{less: func(a, b int) bool { return a < b }}
 	for v, n := range indeg {
 		if n == 0 {
 			heap.Push(ready, v)
@@ -149,17 +149,20 @@ func kahn(succ [][]int) ([]int, bool) {
 	return seq, len(seq) == len(succ)
 }
 
-// minHeap is a min-heap of ints.
-type minHeap []int
+// queue is a priority queue for container/heap: the least item by less
+// first. kahn's ready nodes and oneStream's released jobs are both one.
+type queue[T any] struct {
+	items []T
+	less  func(a, b T) bool
+}
 
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, k int) bool { return h[i] < h[k] }
-func (h minHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (q *queue[T]) Len() int           { return len(q.items) }
+func (q *queue[T]) Less(i, k int) bool { return q.less(q.items[i], q.items[k]) }
+func (q *queue[T]) Swap(i, k int)      { q.items[i], q.items[k] = q.items[k], q.items[i] }
+func (q *queue[T]) Push(x any)         { q.items = append(q.items, x.(T)) }
+func (q *queue[T]) Pop() any {
+	x := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
 	return x
 }
 
@@ -269,7 +272,7 @@ type job struct{ head, dur, tail float64 }
 // is optimal for the relaxation that allows preemption (Carlier, 1982).
 func oneStream(jobs []job) float64 {
 	slices.SortFunc(jobs, func(a, b job) int { return cmp.Compare(a.head, b.head) })
-	ready := &byTail{}
+	ready := &queue[job]{less: func(a, b job) bool { return a.tail > b.tail }} // the longest tail first
 	lb, t, next := 0.0, 0.0, 0
 	for next < len(jobs) || ready.Len() > 0 {
 		if ready.Len() == 0 {
@@ -279,7 +282,7 @@ func oneStream(jobs []job) float64 {
 			heap.Push(ready, jobs[next])
 			next++
 		}
-		j := &(*ready)[0]
+		j := &ready.items[0]
 		run := j.dur
 		if next < len(jobs) {
 			run = min(run, jobs[next].head-t)
@@ -291,18 +294,4 @@ func oneStream(jobs []job) float64 {
 		}
 	}
 	return lb
-}
-
-// byTail is a max-heap of jobs by tail.
-type byTail []job
-
-func (h byTail) Len() int           { return len(h) }
-func (h byTail) Less(i, k int) bool { return h[i].tail > h[k].tail }
-func (h byTail) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *byTail) Push(x any)        { *h = append(*h, x.(job)) }
-func (h *byTail) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
