@@ -202,20 +202,36 @@ func (s Solver) BoundFromLP() bool {
 // uneven shares on identical devices, is outside that space.
 const TiedOption = "tied"
 
-// Tied is the joint MILP's ties (TiedOption), and whether they shrink its
-// space: some op class holds several ops, or some device group several
-// devices. "" for a plan that does not record them.
-func (s Solver) Tied() (string, bool) {
+// Ties is what a plan records of the joint MILP's ties (TiedOption).
+type Ties struct {
+	// Recorded is the option's value, "" for a plan that records none.
+	Recorded string
+	// Layers: some op class holds several forward ops, which all run one
+	// rule. Devices: some device group holds several devices, which hold
+	// even shares. Both are set when Recorded cannot be read.
+	Layers, Devices bool
+}
+
+// Shrink reports whether the ties shrink the MILP's space, so that its
+// bound and "optimal" hold over tied plans only.
+func (t Ties) Shrink() bool { return t.Layers || t.Devices }
+
+// Tied is the joint MILP's ties (TiedOption).
+func (s Solver) Tied() Ties {
 	v, ok := s.option(TiedOption)
 	if !ok {
-		return "", false
+		return Ties{}
 	}
 	var classes, ops, groups, devices int
 	if _, err := fmt.Sscanf(v, "%d op classes for %d forward ops, %d device groups for %d devices", &classes, &ops, &groups, &devices); err != nil {
-		return v, true
+		return Ties{Recorded: v, Layers: true, Devices: true}
 	}
-	return v, classes < ops || groups < devices
+	return Ties{Recorded: v, Layers: classes < ops, Devices: groups < devices}
 }
+
+// UntieOption names, in Solver.Options, SynthOptions.Untie (as
+// Untie.String): recorded only on plans solved with ties lifted.
+const UntieOption = "untie"
 
 // SearchOption names, in Solver.Options, the joint MILP's search settings
 // (milp.Options.Search): "no cuts, no heuristics, no strong branching"

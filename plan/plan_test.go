@@ -6,22 +6,51 @@ import "testing"
 // joint MILP's space, so that explain qualifies the bound only then.
 func TestSolverTied(t *testing.T) {
 	for _, tc := range []struct {
-		recorded     string
-		has, shrinks bool
+		recorded        string
+		has             bool
+		layers, devices bool
 	}{
-		{"36 op classes for 64 forward ops, 2 device groups for 8 devices", true, true},
-		{"9 op classes for 9 forward ops, 2 device groups for 8 devices", true, true},
-		{"36 op classes for 64 forward ops, 8 device groups for 8 devices", true, true},
-		{"9 op classes for 9 forward ops, 1 device groups for 1 devices", true, false},
-		{"", false, false},
+		{"36 op classes for 64 forward ops, 2 device groups for 8 devices", true, true, true},
+		{"9 op classes for 9 forward ops, 2 device groups for 8 devices", true, false, true},
+		{"36 op classes for 64 forward ops, 8 device groups for 8 devices", true, true, false},
+		{"9 op classes for 9 forward ops, 1 device groups for 1 devices", true, false, false},
+		{"a future wording", true, true, true}, // unread: assume the worst
+		{"", false, false, false},
 	} {
 		var s Solver
 		if tc.has {
 			s.Options = []Software{{TiedOption, tc.recorded}}
 		}
-		got, shrinks := s.Tied()
-		if got != tc.recorded || shrinks != tc.shrinks {
-			t.Errorf("%q: got %q, %v; want %v", tc.recorded, got, shrinks, tc.shrinks)
+		got := s.Tied()
+		want := Ties{Recorded: tc.recorded, Layers: tc.layers, Devices: tc.devices}
+		if got != want {
+			t.Errorf("%q: got %+v, want %+v", tc.recorded, got, want)
+		}
+		if got.Shrink() != (tc.layers || tc.devices) {
+			t.Errorf("%q: Shrink() = %v", tc.recorded, got.Shrink())
+		}
+	}
+}
+
+// ParseUntie reads hap plan --untie's lists, and String writes what the
+// plan records, in one order whatever the input's.
+func TestParseUntie(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"layers", "layers", true},
+		{"devices", "devices", true},
+		{"devices,layers", "layers,devices", true},
+		{"all", "layers,devices", true},
+		{" layers , devices", "layers,devices", true},
+		{"heads", "", false},
+		{"layers,", "", false},
+		{"", "", false},
+	} {
+		u, err := ParseUntie(tc.in)
+		if (err == nil) != tc.ok || u.String() != tc.want || u.Any() != tc.ok {
+			t.Errorf("ParseUntie(%q) = %q, %v", tc.in, u, err)
 		}
 	}
 }

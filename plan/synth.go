@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"hap/cost"
@@ -50,7 +51,62 @@ type SynthOptions struct {
 	// the allocator's fragmentation). The plan's simulated peak must fit
 	// the whole memory, as any start's must.
 	MemoryFraction float64
+	// Untie lifts the joint MILP's ties (docs/planner.md, Untying), so
+	// that its bound and "optimal" hold over more plans than tied ones.
+	// The tied MILP is solved first and its plan starts the untied one,
+	// so untying never returns a slower plan; it costs a larger MILP.
+	Untie Untie
 }
+
+// Untie says which of the joint MILP's ties SynthOptions lifts.
+type Untie struct {
+	// Layers gives every forward op its own rule (encode's NoTie), not
+	// one per op class of repeated layers.
+	Layers bool
+	// Devices gives every device its own lengths (encode's NoGroup), not
+	// even shares within a group of identical devices.
+	Devices bool
+}
+
+// Any reports whether u lifts a tie.
+func (u Untie) Any() bool { return u.Layers || u.Devices }
+
+// String is u as UntieOption records it and hap plan --untie takes it:
+// "layers", "devices" or "layers,devices"; "" for none.
+func (u Untie) String() string {
+	var out []string
+	if u.Layers {
+		out = append(out, "layers")
+	}
+	if u.Devices {
+		out = append(out, "devices")
+	}
+	return strings.Join(out, ",")
+}
+
+// ParseUntie is the Untie of a comma-separated list of "layers",
+// "devices" and "all".
+func ParseUntie(s string) (Untie, error) {
+	var u Untie
+	for _, f := range strings.Split(s, ",") {
+		switch strings.TrimSpace(f) {
+		case "layers":
+			u.Layers = true
+		case "devices":
+			u.Devices = true
+		case "all":
+			u.Layers, u.Devices = true, true
+		default:
+			return Untie{}, fmt.Errorf("untie %q: want layers, devices or all (comma-separated)", f)
+		}
+	}
+	return u, nil
+}
+
+// untieShare is the percentage of the solver's time limit the tied solve
+// gets when Untie is set; the untied solve, larger and the one whose bound
+// is reported, gets the rest.
+const untieShare = 30
 
 // PaperShare is the percentage of the time limit Synthesize allows the
 // paper's search when it runs it itself — a safety stop: the search is
@@ -121,8 +177,12 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	pre := make(chan map[string]*sim.Result, 1)
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
-		return solve.Synthesize(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
-			Thorough: nodes > DefaultNodeLimit})
+		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
+			Thorough: nodes > DefaultNodeLimit}
+		if !opt.Untie.Any() {
+			return solve.Synthesize(ctx, in.Graph, m, so)
+		}
+		return untied(ctx, in, m, so, opt.Untie, say)
 	}
 	solveStart := time.Now()
 	res, err := solveAt(opt.MemoryFraction, solveLimit)
@@ -148,6 +208,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
 		spent += res.Seconds
 		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction)
+		if opt.Untie.Any() {
+			// Only when asked for: a plan planned without it records
+			// nothing, so its bytes are as before.
+			sol.Options = append(sol.Options, Software{UntieOption, opt.Untie.String()})
+		}
 		if opt.WallTime {
 			sol.Seconds = spent
 		}
@@ -201,6 +266,56 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, sim.OverMemory(best.Cost.PerDevice))
 	}
 	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+}
+
+// untied solves the joint MILP with its ties and then without those u
+// lifts, started from the tied plan (SynthOptions.Untie): the tied MILP is
+// a fraction of the size and finds in seconds the plan the untied one
+// would need many nodes to reach, so the untied answer is never slower
+// than the tied; its bound holds over the plans the lifted ties excluded
+// too. The result's Seconds cover both solves. Under a time limit the tied
+// solve gets untieShare of it. When the tied solve finds no plan the
+// untied one runs alone, from so's starts; when the untied one fails, or
+// stops with neither a better plan nor a bound, the tied answer stands
+// (its recorded ties say so).
+func untied(ctx context.Context, in *Inputs, m *cost.Model, so solve.Options, u Untie, say func(string, ...any)) (*solve.Result, error) {
+	limit := so.TimeLimit
+	began := time.Now()
+	tiedOpt := so
+	if limit > 0 {
+		tiedOpt.TimeLimit = limit * untieShare / 100
+	}
+	tied, err := solve.Synthesize(ctx, in.Graph, m, tiedOpt)
+	switch {
+	case err == nil:
+		say("solved the tied %d×%d MILP: %s in %.2fs; untying %s", tied.Rows, tied.Vars, tied.Status, tied.Seconds, u)
+		so.Starts = append(slices.Clone(so.Starts), tied.Program)
+	case errors.Is(err, solve.ErrNoPlan) && ctx.Err() == nil:
+		say("the tied MILP found no plan (%v); solving the untied one from the starts", err)
+	default:
+		return nil, err
+	}
+	if limit > 0 {
+		so.TimeLimit = max(limit-time.Since(began), time.Millisecond)
+	}
+	so.NoTie, so.NoGroup = u.Layers, u.Devices
+	res, err := solve.Synthesize(ctx, in.Graph, m, so)
+	switch {
+	case err != nil && tied != nil && ctx.Err() == nil:
+		say("the untied MILP gave no plan (%v); the tied plan stands", err)
+		res, err = tied, nil
+	case err == nil && tied != nil && res.Bound <= 0 && res.Objective >= tied.Objective:
+		// Stopped before it proved anything or found a better plan (a
+		// time limit inside its root LP): the tied answer is the same
+		// plan with a bound, over tied plans, which its ties record.
+		say("the untied MILP proved no bound and found no faster plan; the tied plan and bound stand")
+		res = tied
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(began).Seconds()
+	return res, nil
 }
 
 // fitRetries is how many times Synthesize solves again, each time with a

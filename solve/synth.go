@@ -194,7 +194,19 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		// proportional to FP32 peaks as well was better than from the
 		// best start on 1 of the 20 paper cases, by 0.03%, at 0.3–1.7 s.
 		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
-		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
+		pctx := ctx
+		if !heurDeadline.IsZero() {
+			// Polish's solves run in child processes under a time limit
+			// (CBC's heuristics are on), and like the joint MILP's they
+			// can run far past their clock inside a root LP: bert-moe on
+			// paper-8, layers untied, polished for 124 s of its 42. Past
+			// the deadline and a grace they are killed, and Polish keeps
+			// the best it had.
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithDeadline(ctx, heurDeadline.Add(timeLimitGrace))
+			defer cancel()
+		}
+		p, _ := Polish(pctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
@@ -246,16 +258,22 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// child process, and if it dies the polished start is the plan, with
 	// no bound but the transport LP's (bound.go).
 	solveCtx := ctx
-	if seed == nil && mo.TimeLimit > 0 && !mo.NoHeuristics {
+	if mo.TimeLimit > 0 {
 		// CBC checks its clock between nodes, not inside the root's LP,
-		// which is where the time goes here (1 ms asked, 68 s taken):
-		// past the limit, with a grace, the solver's child process is
-		// killed and the answer is "no plan within the limits".
+		// which is where the time goes on large models: 1 ms asked, 68 s
+		// taken without a start (bert-base on paper-16 at batch 2560);
+		// 120 s asked, over five minutes taken with one (bert-moe on
+		// paper-8, layers untied). Past the limit, with a grace, the
+		// solver's child process is killed: the answer is then the start,
+		// stopped by the time limit, or without one "no plan within the
+		// limits".
 		var cancel context.CancelFunc
-		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+noStartGrace)
+		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+timeLimitGrace)
 		defer cancel()
 	}
-	var joint milp.Solver = cbc.Solver{Isolated: !mo.NoHeuristics}
+	// A child process whenever CBC's heuristics run or the clock may have
+	// to stop it (a solve on this thread cannot be interrupted).
+	var joint milp.Solver = cbc.Solver{Isolated: !mo.NoHeuristics || solveCtx != ctx}
 	if opt.JointSolver != nil {
 		joint = opt.JointSolver
 	}
@@ -503,10 +521,10 @@ const noStartPumpPasses = 30
 // a node limit does not bound.
 const noStartTimeLimit = 2 * time.Minute
 
-// noStartGrace is how long past its time limit a joint MILP without a
-// start may run before it is killed (see Synthesize): time for CBC to stop
-// on its own where it can, and report what it found.
-const noStartGrace = 5 * time.Second
+// timeLimitGrace is how long past its time limit the joint MILP may run
+// before it is killed (see Synthesize): time for CBC to stop on its own
+// where it can, and report what it found.
+const timeLimitGrace = 5 * time.Second
 
 // unfitStepFactor bounds the step of the plans searched when no start
 // fits the memory, as a multiple of the slowest start's step (memory

@@ -70,10 +70,10 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
 		fmt.Fprintln(w)
-		if ties, shrink := s.Tied(); shrink {
+		if ties := s.Tied(); ties.Shrink() {
 			// The bound is over the MILP's space, not every plan: a plan
 			// that runs tied layers differently could be faster.
-			fmt.Fprintf(w, "  the bound and gap are over tied plans (%s): every layer of an op class runs the same rules, and a group's identical devices hold even shares\n", ties)
+			fmt.Fprintf(w, "  %s\n", tiesNote(ties))
 		}
 	}
 
@@ -429,6 +429,21 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 	unit, perByte := cost.ByteUnit(capacity)
 	fmt.Fprintf(w, "memory-bound: %s %s (%s) idle up to %s (%.0f%% of the step) at %.3g of %.3g %s: their memory, not their speed, limits their share; %s\n",
 		noun, strings.Join(devs, ", "), strings.Join(types, ", "), duration(idle), 100*idle/pl.Cost.StepSeconds, peak*perByte, capacity*perByte, unit, advice)
+}
+
+// tiesNote says which ties the solver's bound and gap hold under, and how
+// to lift them (hap plan --untie).
+func tiesNote(t plan.Ties) string {
+	var what, untie []string
+	if t.Layers {
+		what = append(what, "every layer of an op class runs the same rules")
+		untie = append(untie, "layers")
+	}
+	if t.Devices {
+		what = append(what, "a group's identical devices hold even shares")
+		untie = append(untie, "devices")
+	}
+	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", t.Recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
 }
 
 // boundCaveat says why a plan's simulated step can lie below the solver's

@@ -36,6 +36,9 @@ type modelFlags struct {
 	// (plan --record-time; always under --time-limit, whose plans
 	// depend on the machine's speed anyway).
 	recordTime bool
+	// untie lifts the joint MILP's ties (plan.SynthOptions.Untie):
+	// "layers", "devices" or "all"; "" keeps them.
+	untie string
 }
 
 func (m *modelFlags) register(fs interface {
@@ -52,6 +55,7 @@ func (m *modelFlags) register(fs interface {
 	fs.DurationVar(&m.timeLimit, "time-limit", 0, "stop the solver after this long with the best plan and its proven bound (e.g. 30s); the plan then depends on the machine's speed")
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
+	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
 
@@ -77,14 +81,20 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	default:
 		return nil, usageErr("--optimizer must be adam or sgd")
 	}
+	var untie plan.Untie
+	if m.untie != "" {
+		if untie, err = plan.ParseUntie(m.untie); err != nil {
+			return nil, usageErr("--%v", err)
+		}
+	}
 	if m.strategy == "" {
 		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction})
+			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie})
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
-	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction {
-		return nil, usageErr("--time-limit, --node-limit and --memory-fraction shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
+	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction || untie.Any() {
+		return nil, usageErr("--time-limit, --node-limit, --memory-fraction and --untie shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {
@@ -94,7 +104,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	var o orderFlags

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -491,6 +492,76 @@ func TestBareNodesNote(t *testing.T) {
 		got := bareNodesNote(c.sol)
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("%s, %q: bareNodesNote = %q, want %q", c.sol.StoppedBy, c.sol.Search(), got, c.want)
+		}
+	}
+}
+
+// mixed3 is a three-device cluster (one V100, two P100s on another node)
+// on which bert-moe-tiny's tied MILP cannot express its best plan: its
+// dense and MoE layers' attention are one op class.
+const mixed3 = `name: mixed-3
+nodes:
+  - {name: a, device: V100, count: 1}
+  - {name: b, device: P100, count: 2, intra: {class: pcie, bandwidth: 12GB/s}}
+inter: {class: ethernet, bandwidth: 10Gb/s}
+`
+
+// --untie layers solves over plans whose layers run their own rules,
+// starting from the tied plan: on bert-moe-tiny, whose dense and MoE
+// layers are tied by name, it finds a faster plan than the tied MILP (or
+// any start) can, records what it lifted, and explain's caveat names only
+// the ties left (the two P100s' even shares). Bad values are refused.
+func TestPlanUntie(t *testing.T) {
+	dir := t.TempDir()
+	cl := filepath.Join(dir, "mixed3.yaml")
+	if err := os.WriteFile(cl, []byte(mixed3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planned := func(extra ...string) *plan.Plan {
+		t.Helper()
+		f := filepath.Join(dir, fmt.Sprintf("plan%d.json", len(extra)))
+		args := append([]string{"plan", "--model", "bert-moe-tiny", "--cluster", cl, "-o", f}, extra...)
+		if code, out, errs := runCLI(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s %s", args, code, errs, out)
+		}
+		pl, err := plan.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	tied, untied := planned(), planned("--untie", "layers")
+	if !(untied.Cost.StepSeconds < tied.Cost.StepSeconds*(1-0.05)) {
+		t.Errorf("untied step %.4g ms, tied %.4g ms: want untying layers at least 5%% faster", untied.Cost.StepSeconds*1e3, tied.Cost.StepSeconds*1e3)
+	}
+	if ties := tied.Solver.Tied(); !ties.Layers || !ties.Devices {
+		t.Errorf("tied plan records ties %+v", ties)
+	}
+	if ties := untied.Solver.Tied(); ties.Layers || !ties.Devices {
+		t.Errorf("untied plan records ties %+v: want only the devices'", ties)
+	}
+	has := func(pl *plan.Plan) string {
+		for _, o := range pl.Solver.Options {
+			if o.Name == plan.UntieOption {
+				return o.Version
+			}
+		}
+		return ""
+	}
+	if has(tied) != "" || has(untied) != "layers" {
+		t.Errorf("untie options recorded: tied %q, untied %q; want none and \"layers\"", has(tied), has(untied))
+	}
+	code, out, errs := runCLI("explain", filepath.Join(dir, "plan2.json"))
+	if code != 0 || !strings.Contains(out, "a group's identical devices hold even shares (hap plan --untie devices lifts this)") || strings.Contains(out, "every layer of an op class") {
+		t.Errorf("explain of the untied plan: exit %d: %s\n%s", code, errs, out)
+	}
+	for _, bad := range [][]string{
+		{"--untie", "heads"},
+		{"--untie", "layers", "--strategy", "dp-ev"},
+	} {
+		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8"}, bad...)
+		if code, _, errs := runCLI(args...); code != 2 || !strings.Contains(errs, "--untie") {
+			t.Errorf("%v: exit %d, %q; want a usage error naming --untie", bad, code, errs)
 		}
 	}
 }

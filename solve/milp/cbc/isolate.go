@@ -60,6 +60,10 @@ func worker() int {
 		fmt.Fprintf(os.Stderr, "cbc worker: reading the job: %v\n", err)
 		return 2
 	}
+	// A worker outlives nothing: if the program that started it dies
+	// (killed, or interrupted by its user), no one will read the reply,
+	// and CBC inside a long root LP would run on for minutes.
+	go watchParent(os.Getppid(), orphanPoll, os.Getppid, func() { os.Exit(3) })
 	if os.Getenv(workerAbortEnv) == "1" {
 		fmt.Fprintln(os.Stderr, "cbc worker: aborting as asked")
 		syscall.Kill(os.Getpid(), syscall.SIGABRT)
@@ -77,6 +81,21 @@ func worker() int {
 		return 2
 	}
 	return 0
+}
+
+// orphanPoll is how often a worker checks that the program that started
+// it is still there.
+const orphanPoll = 500 * time.Millisecond
+
+// watchParent calls exit once ppid no longer returns parent: the parent
+// died and the worker was handed to another (init, or a subreaper). It
+// polls every poll, and returns only after calling exit (which a worker
+// never comes back from).
+func watchParent(parent int, poll time.Duration, ppid func() int, exit func()) {
+	for ppid() == parent {
+		time.Sleep(poll)
+	}
+	exit()
 }
 
 // solveIsolated is solve in a child process; ctx ending kills it.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"hap/solve/milp"
 )
@@ -54,5 +56,35 @@ func TestIsolatedCancel(t *testing.T) {
 	cancel()
 	if _, err := (Solver{Isolated: true}).Solve(ctx, knapsack([]float64{1}, []float64{1}, 1), milp.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Solve after cancel: %v, want context.Canceled", err)
+	}
+}
+
+// A worker whose parent dies exits: watchParent calls exit once the parent
+// process ID changes (the worker handed to init), and not before.
+func TestWatchParentExitsWhenOrphaned(t *testing.T) {
+	var mu sync.Mutex
+	parent, checks := 100, 0
+	ppid := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		checks++
+		if checks == 3 {
+			parent = 1 // the parent died: reparented to init
+		}
+		return parent
+	}
+	exited := make(chan int, 1)
+	go watchParent(100, time.Millisecond, ppid, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		exited <- checks
+	})
+	select {
+	case n := <-exited:
+		if n != 3 {
+			t.Errorf("exit after %d checks, want 3 (when the parent changed)", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watchParent did not exit when the parent changed")
 	}
 }
