@@ -3,9 +3,6 @@ package plan
 import (
 	"strings"
 	"testing"
-
-	"hap/models"
-	"hap/strategy"
 )
 
 // FuzzPlanDocument feeds mutated plan documents through everything
@@ -14,19 +11,8 @@ import (
 // documents must come back as errors, never as a panic or a hang. The seeds
 // are real plans of a tiny model, data-parallel and megatron (a mesh).
 func FuzzPlanDocument(f *testing.F) {
-	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-8")
-	if err != nil {
-		f.Fatal(err)
-	}
 	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
-		p, err := strategy.Build(s, in.Graph, in.Cluster)
-		if err != nil {
-			f.Fatal(err)
-		}
-		pl, err := Build(in, p, s, Solver{Status: "heuristic"})
-		if err != nil {
-			f.Fatal(err)
-		}
+		_, _, pl := strategyPlan(f, "mlp-tiny", "paper-8", s)
 		b, err := pl.Encode()
 		if err != nil {
 			f.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 // strategyPlan is hand-written strategy s's plan of model on cluster (default options), with its
 // inputs and program.
-func strategyPlan(t *testing.T, model, cluster, s string) (*Inputs, *encode.Program, *Plan) {
+func strategyPlan(t testing.TB, model, cluster, s string) (*Inputs, *encode.Program, *Plan) {
 	t.Helper()
 	in, err := LoadInputs(model, models.Options{}, cluster)
 	if err != nil {

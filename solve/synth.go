@@ -194,20 +194,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		// proportional to FP32 peaks as well was better than from the
 		// best start on 1 of the 20 paper cases, by 0.03%, at 0.3–1.7 s.
 		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
-		pctx := ctx
-		if !heurDeadline.IsZero() {
-			// Under a time limit alone Polish's solves run in child
-			// processes (CBC's heuristics are on), and like the joint
-			// MILP's they can run far past their clock inside a root LP:
-			// bert-moe on paper-8, layers untied, polished for 124 s of
-			// its 42. Past the deadline and a grace they are killed, and
-			// Polish keeps the best it had. (With a node limit as well
-			// they run in process, bounded by their nodes.)
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithDeadline(ctx, heurDeadline.Add(timeLimitGrace))
-			defer cancel()
-		}
-		p, _ := Polish(pctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
+		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
