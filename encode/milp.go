@@ -76,12 +76,22 @@ func (e *Encoding) MILP() (*milp.Model, *MILPVars) { return e.MILPBelow(0) }
 // rather than timeBound's worst case (every term of those rows is at most
 // the step), which tightens their LP relaxation by orders of magnitude.
 func (e *Encoding) MILPBelow(limit float64) (*milp.Model, *MILPVars) {
-	return e.milpBelow(limit, false, true)
+	return e.milpBelow(limit, milpForm{memory: true})
 }
 
-// milpBelow is MILPBelow, with the transport rows (transport.go) when
-// transport is set and without the memory rows unless memory is.
-func (e *Encoding) milpBelow(limit float64, transport, memory bool) (*milp.Model, *MILPVars) {
+// milpForm selects milpBelow's variant: MILPBelow's by default.
+type milpForm struct {
+	// transport adds the transport rows (transport.go).
+	transport bool
+	// memory keeps the memory rows.
+	memory bool
+	// anyOrder relaxes the communication streams' order (syncRows).
+	anyOrder bool
+}
+
+// milpBelow is MILPBelow in the form f selects.
+func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars) {
+	transport, memory := f.transport, f.memory
 	m := &milp.Model{Sense: milp.Minimize}
 	v := &MILPVars{}
 	col := func(name string, lo, hi float64, integer bool) int {
@@ -751,7 +761,7 @@ func (e *Encoding) milpBelow(limit float64, transport, memory bool) (*milp.Model
 		bigM = 2 * m.Cols[v.T].Upper
 	}
 	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, col, row)
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, f.anyOrder, col, row)
 	if memoryBinds {
 		e.memoryRows(resident, leafShare, heldShare, col, row)
 	}

@@ -9,9 +9,10 @@ import (
 
 // TransportMILP is MILPBelow(limit) with transport rows: the same integer
 // points and optimum, and a far tighter LP relaxation, at two to three
-// times the work per branch-and-bound node. Without memory it leaves the
-// memory rows out, a further relaxation: its optimum may then be below
-// MILPBelow's, never above, so its LP still bounds every plan.
+// times the work per branch-and-bound node. Without o.Memory it leaves the
+// memory rows out, and with o.AnyOrder it relaxes the communication order:
+// further relaxations, whose optimum may be below MILPBelow's, never above,
+// so their LP still bounds every plan.
 //
 // Why they help. MILPBelow decides a tensor's conversions from two
 // aggregates: need(q), at least every consumer rule that reads layout q,
@@ -51,8 +52,22 @@ import (
 // slower by as much (bert-moe's ten joint nodes 19 → 56 s), so the default
 // search keeps MILPBelow and takes its bound from this model's LP
 // (solve.Synthesize).
-func (e *Encoding) TransportMILP(limit float64, memory bool) (*milp.Model, *MILPVars) {
-	return e.milpBelow(limit, true, memory)
+func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *MILPVars) {
+	return e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder})
+}
+
+// BoundOptions select TransportMILP's form.
+type BoundOptions struct {
+	// Memory keeps the memory rows; left out, the model is a further
+	// relaxation.
+	Memory bool
+	// AnyOrder relaxes the order in which each device's communication
+	// stream issues its collectives, which the timeline otherwise takes
+	// to be the lowered program's list order (timeline.go): the model's
+	// optimum is then at most the step of every plan under every issue
+	// order, a bound for a plan whose order was searched (package
+	// order). See syncRows.
+	AnyOrder bool
 }
 
 // convs are a tensor class's conversion columns: made[{q, h}] makes layout

@@ -179,20 +179,33 @@ func (s Solver) fractionOption(name string) (float64, bool) {
 
 // BoundOption names, in Solver.Options, where the proven bound comes
 // from: BoundByLP, the transport relaxation's LP solved beside the search
-// (solve/bound.go), or BoundByMILP, the joint MILP's own.
+// (solve/bound.go), or BoundByMILP, the joint MILP's own, both over plans
+// that issue their collectives in the lowered program's list order; or
+// BoundByLPAnyOrder, the LP relaxed over every issue order
+// (SynthOptions.AnyOrderBound), which holds for a plan whose order was
+// searched.
 const BoundOption = "bound"
 
 // The values of BoundOption.
 const (
-	BoundByLP   = "transport-lp"
-	BoundByMILP = "joint-milp"
+	BoundByLP         = "transport-lp"
+	BoundByLPAnyOrder = "transport-lp-any-order"
+	BoundByMILP       = "joint-milp"
 )
 
 // BoundFromLP reports whether the plan's bound is the transport
-// relaxation's (BoundOption).
+// relaxation's (BoundOption), in either form.
 func (s Solver) BoundFromLP() bool {
 	v, _ := s.option(BoundOption)
-	return v == BoundByLP
+	return v == BoundByLP || v == BoundByLPAnyOrder
+}
+
+// BoundOverAnyOrder reports whether the plan's bound holds under every
+// issue order of the collectives (BoundByLPAnyOrder); otherwise it holds
+// over list-ordered plans, which a searched order may beat.
+func (s Solver) BoundOverAnyOrder() bool {
+	v, _ := s.option(BoundOption)
+	return v == BoundByLPAnyOrder
 }
 
 // TiedOption names, in Solver.Options, the ties the joint MILP's space

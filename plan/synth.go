@@ -56,6 +56,12 @@ type SynthOptions struct {
 	// The tied MILP is solved first and its plan starts the untied one,
 	// so untying never returns a slower plan; it costs a larger MILP.
 	Untie Untie
+	// AnyOrderBound makes the plan's bound hold over every plan under
+	// every issue order of its collectives, not over list-ordered plans
+	// only (solve.Options.AnyOrderBound): set it when the plan's order
+	// will be searched (SearchOrder), so that the bound and gap are the
+	// pair's.
+	AnyOrderBound bool
 }
 
 // Untie says which of the joint MILP's ties SynthOptions lifts.
@@ -178,7 +184,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
 		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
-			Thorough: nodes > DefaultNodeLimit}
+			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound}
 		if !opt.Untie.Any() {
 			return solve.Synthesize(ctx, in.Graph, m, so)
 		}
@@ -372,7 +378,10 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
 	}
 	boundBy := BoundByMILP
-	if res.BoundFromLP {
+	switch {
+	case res.AnyOrder:
+		boundBy = BoundByLPAnyOrder
+	case res.BoundFromLP:
 		boundBy = BoundByLP
 	}
 	sol.Options = append(sol.Options, Software{BoundOption, boundBy})

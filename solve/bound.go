@@ -40,18 +40,18 @@ type pendingBound struct {
 	ok    bool
 }
 
-// startBound starts solving the transport relaxation of e's MILP with the
-// step bounded by limit seconds (the cost of a known plan: every better
-// plan stays feasible), with the memory rows when memory is set. solver
-// nil means CBC in a child process.
-func startBound(ctx context.Context, e *encode.Encoding, limit float64, memory bool, solver milp.Solver) *pendingBound {
+// startBound starts solving the transport relaxation of e's MILP in the
+// form o selects, with the step bounded by limit seconds (the cost of a
+// known plan: every better plan stays feasible; 0 for none). solver nil
+// means CBC in a child process.
+func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode.BoundOptions, solver milp.Solver) *pendingBound {
 	if solver == nil {
 		solver = cbc.Solver{Isolated: true}
 	}
 	b := &pendingBound{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		model, _ := e.TransportMILP(limit, memory)
+		model, _ := e.TransportMILP(limit, o)
 		relax(model)
 		res, err := solver.Solve(ctx, model, milp.Options{Threads: 1})
 		if err != nil || res.Status != milp.Optimal || !(res.Objective >= 0) {
@@ -90,6 +90,29 @@ func nearMemory(e *encode.Encoding, ch *encode.Choice) bool {
 	}
 	return false
 }
+
+// anyOrderBound makes lp seconds (ok: the LP was solved) out's bound over
+// every plan under every issue order, no higher than the objective. The
+// joint MILP's own bound, over list-ordered plans, cannot stand in for
+// it: without the LP nothing is proven (bound 0). A status "optimal" is
+// the MILP's, over list-ordered plans; over every order it is only
+// feasible, unless the bound meets the objective.
+func anyOrderBound(out *Result, lp float64, ok bool) {
+	out.Bound, out.BoundFromLP, out.AnyOrder = 0, ok, true
+	if ok && lp > 0 && !math.IsInf(lp, 0) {
+		out.Bound = min(lp, out.Objective)
+	}
+	out.Gap = milp.Gap(out.Objective, out.Bound)
+	if out.Status == milp.Optimal.String() && out.Gap > anyOrderOptimalGap {
+		out.Status = milp.Feasible.String()
+	}
+}
+
+// anyOrderOptimalGap is the gap under which a plan the joint MILP proved
+// optimal over list-ordered plans stays "optimal" over every order: the
+// LP's bound then meets its objective but for the two solves' rounding
+// (their primal tolerances are 1e-7 of values near 1).
+const anyOrderOptimalGap = 1e-6
 
 // liftBound raises out's bound to lp seconds when that is higher, and no
 // higher than the objective (the LP bounds the plan's own cost too; above

@@ -63,6 +63,12 @@ type Options struct {
 	// step beside the joint MILP's own bound (bound.go); nil means CBC in
 	// a child process.
 	BoundSolver milp.Solver
+	// AnyOrderBound asks for a bound over every plan under every issue
+	// order of its collectives (encode.BoundOptions.AnyOrder), for a plan
+	// whose order will be searched: the transport LP is then solved in
+	// that form whatever the limits, and it alone is the bound, since the
+	// joint MILP's holds over list-ordered plans only (bound.go).
+	AnyOrderBound bool
 }
 
 // Result is a synthesized program and how it was found.
@@ -89,8 +95,9 @@ type Result struct {
 	// for the plan's record.
 	Search string
 	// BoundFromLP says that Bound is the transport relaxation's
-	// (bound.go), higher than the joint MILP's own.
-	BoundFromLP bool
+	// (bound.go), higher than the joint MILP's own; AnyOrder that it holds
+	// under every issue order of the collectives (Options.AnyOrderBound).
+	BoundFromLP, AnyOrder bool
 	// SolverFailure, when set, is why the joint MILP gave no answer (its
 	// solver process died); the plan is then the polished start's, with
 	// the transport LP's bound, or 0 when that failed too.
@@ -202,7 +209,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// The bound's LP, beside the joint MILP, when there is a plan to bound
 	// the step by and the search may stop short of proving it optimal.
 	var bound *pendingBound
-	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) {
+	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
 		var bctx context.Context
 		var cancel context.CancelFunc
 		if deadline.IsZero() {
@@ -212,7 +219,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 			bctx, cancel = context.WithDeadline(ctx, deadline)
 		}
 		defer cancel() // on an early return, its child process goes too
-		bound = startBound(bctx, e, limit, nearMemory(e, seed), opt.BoundSolver)
+		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver)
 	}
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
@@ -341,7 +348,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search()}
 	if bound != nil {
-		if lp, ok := bound.wait(); ok {
+		lp, ok := bound.wait()
+		switch {
+		case opt.AnyOrderBound:
+			anyOrderBound(out, lp, ok)
+		case ok:
 			liftBound(out, lp)
 		}
 	}

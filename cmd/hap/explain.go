@@ -58,7 +58,10 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
 		by := ""
-		if s.BoundFromLP() {
+		switch {
+		case s.BoundOverAnyOrder():
+			by = " by the transport LP, over every plan in every issue order of its collectives"
+		case s.BoundFromLP():
 			by = " by the transport LP"
 		}
 		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), by, boundCaveat(pl), gapPercent(s.Gap))
@@ -457,6 +460,10 @@ func boundCaveat(pl *plan.Plan) string {
 	s := pl.Solver
 	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound {
 		return ""
+	}
+	if pl.CommOrder != nil && !s.BoundOverAnyOrder() {
+		// hap simulate --search-order on a plan made without it.
+		return " (a bound on plans that issue their collectives in list order, which this plan's searched order beats; hap plan --search-order bounds every order)"
 	}
 	fraction, ok := s.RetriedFraction()
 	if !ok {

@@ -39,6 +39,9 @@ type modelFlags struct {
 	// untie lifts the joint MILP's ties (plan.SynthOptions.Untie):
 	// "layers", "devices" or "all"; "" keeps them.
 	untie string
+	// anyOrderBound asks for a bound over every issue order
+	// (plan.SynthOptions.AnyOrderBound): plan --search-order.
+	anyOrderBound bool
 }
 
 func (m *modelFlags) register(fs interface {
@@ -89,7 +92,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	}
 	if m.strategy == "" {
 		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie})
+			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound})
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
@@ -108,7 +111,7 @@ func runPlan(e *env, args []string) error {
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	var o orderFlags
-	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it")
+	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it; the plan's proven bound then holds over every plan in every issue order")
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
@@ -121,6 +124,9 @@ func runPlan(e *env, args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
+	// The order searched, the bound must hold for the pair: every plan
+	// under every order.
+	m.anyOrderBound = o.search
 	began := time.Now()
 	pl, err := m.build()
 	if err != nil {

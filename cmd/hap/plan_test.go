@@ -565,3 +565,42 @@ func TestPlanUntie(t *testing.T) {
 		}
 	}
 }
+
+// plan --search-order bounds the pair, plan and order: the bound is the
+// any-order LP's, recorded and explained as such; without the flag it is
+// over list-ordered plans. A plan ordered later (simulate --search-order)
+// whose step beats its list-order bound says why.
+func TestPlanSearchOrderBoundsEveryOrder(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args     []string
+		anyOrder bool
+	}{{[]string{"--search-order"}, true}, {nil, false}} {
+		f := filepath.Join(dir, "plan.json")
+		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f}, tc.args...)
+		if code, out, errs := runCLI(args...); code != 0 {
+			t.Fatalf("%v: %d %s %s", args, code, out, errs)
+		}
+		pl, err := plan.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pl.Solver.BoundOverAnyOrder(); got != tc.anyOrder || !pl.Solver.BoundFromLP() || !(pl.Solver.Bound > 0) {
+			t.Errorf("%v: bound %g over any order %v, from the LP %v: want over any order %v", args, pl.Solver.Bound, got, pl.Solver.BoundFromLP(), tc.anyOrder)
+		}
+		code, out, errs := runCLI("explain", f)
+		if said := strings.Contains(out, "over every plan in every issue order"); code != 0 || said != tc.anyOrder {
+			t.Errorf("%v: explain: %d %s %s", args, code, out, errs)
+		}
+	}
+
+	pl := &plan.Plan{Solver: plan.Solver{Bound: 2, Options: []plan.Software{{Name: plan.BoundOption, Version: plan.BoundByLP}}},
+		Cost: plan.Cost{StepSeconds: 1.9}, CommOrder: &plan.OrderDoc{}}
+	if got := boundCaveat(pl); !strings.Contains(got, "list order, which this plan's searched order beats") {
+		t.Errorf("a searched order under a list-order bound: caveat %q", got)
+	}
+	pl.Solver.Options[0].Version = plan.BoundByLPAnyOrder
+	if got := boundCaveat(pl); strings.Contains(got, "list order") {
+		t.Errorf("an any-order bound: caveat %q", got)
+	}
+}
