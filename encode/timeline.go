@@ -476,7 +476,7 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, anyOrder bool,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
 	define := func(name string, l lin) int {
@@ -545,7 +545,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		// The same for every group: communication.
 		st.Fa, st.P, st.A, st.N = terms[bucketFa], terms[bucketP], terms[bucketA], terms[bucketN]
 	}
-	return e.syncRows(T, &st, collCols, bigM, anyOrder, col, row)
+	return e.syncRows(T, &st, collCols, bigM, f, col, row)
 }
 
 // spreadRows states spreadFirst for the MILP. Per spread leaf and reader
@@ -657,7 +657,9 @@ type syncTerms struct {
 // stream's chain without it. On models whose step is mostly communication
 // it is what bounds the step: with it the transport LP's bound rose from
 // 0.853 to 1.039 s on bert-moe paper-8 (batch 256) and from 0.056 to
-// 0.074 s on vgg19 paper-8, and the joint MILP's own root likewise.
+// 0.074 s on vgg19 paper-8. Only the transport LP has it (milpForm): in
+// the joint MILP it lifted the root too, but sent the ten nodes to a worse
+// plan on vgg19 paper-16. Under anyOrder it is what charges the stream.
 //
 // With anyOrder the rows bound the step under any order of each stream's
 // collectives, not only the list order lowering issues them in (a plan
@@ -670,8 +672,9 @@ type syncTerms struct {
 // Fc_{g,b}), a gradient's sum at any time after its gradient (cb_b is then
 // the latest such end, cb_b ≥ cb_{b+1}, y_{g,b} + N_b), and the stream row
 // above charges the stream its whole work.
-func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64, anyOrder bool,
+func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64, f milpForm,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
+	anyOrder := f.anyOrder
 	var vars []syncVar
 	inf := math.Inf(1)
 	G, K := len(st.Fc), len(e.blocks)
@@ -859,7 +862,7 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 	for g := range x {
 		geq(fmt.Sprintf("step_%d", g), []int{T}, []int{x[g]}, -1, st.U[g])
 		geq(fmt.Sprintf("stepcomm_%d", g), []int{T}, []int{cb}, -1, after(g))
-		if len(stream) > 0 {
+		if f.streamRow && len(stream) > 0 {
 			geq(fmt.Sprintf("stepstream_%d", g), []int{T}, nil, -1, stream, after(g))
 		}
 	}

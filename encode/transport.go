@@ -53,7 +53,7 @@ import (
 // search keeps MILPBelow and takes its bound from this model's LP
 // (solve.Synthesize).
 func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *MILPVars) {
-	return e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder})
+	return e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true})
 }
 
 // BoundOptions select TransportMILP's form.

@@ -105,11 +105,11 @@ func lpWithout(t *testing.T, model *milp.Model, prefix string) float64 {
 	return lpSeconds(t, &cut)
 }
 
-// The stream row (encode's syncRows: the communication stream runs all
-// its collectives before the update) cuts off no choice but lifts the LP
-// relaxation where the step is mostly communication: on mlp-tiny on
-// paper-8, at dp-ev's step (2.109 ms), the transport LP went from 0.526 to
-// 1.052 ms, the joint MILP's own root LP from 0.195 to 0.234 ms.
+// The stream row (encode's syncRows: the communication stream runs all its
+// collectives before the update) cuts off no choice but lifts the
+// transport LP where the step is mostly communication: on mlp-tiny on
+// paper-8, at dp-ev's step (2.109 ms), from 0.526 to 1.052 ms. The joint
+// MILP goes without it (its ten nodes found a worse plan with it).
 func TestStreamRowLiftsTheLP(t *testing.T) {
 	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
 	p, err := strategy.Build("dp-ev", g, c)
@@ -129,17 +129,16 @@ func TestStreamRowLiftsTheLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	transport, _ := e.TransportMILP(br.Seconds, encode.BoundOptions{})
-	plain, _ := e.MILPBelow(br.Seconds)
-	for _, tc := range []struct {
-		name  string
-		model *milp.Model
-		lift  float64 // at least, measured 2.0× and 1.2×
-	}{{"transport", transport, 1.5}, {"joint", plain, 1.1}} {
-		without := lpWithout(t, tc.model, "stepstream_")
-		with := lpSeconds(t, tc.model)
-		t.Logf("%s LP: %.4g ms without the stream row, %.4g ms with it (dp-ev %.4g ms)", tc.name, 1e3*without, 1e3*with, 1e3*br.Seconds)
-		if with < tc.lift*without || with > br.Seconds*(1+exactTolerance) {
-			t.Errorf("%s LP: %.4g s with the stream row, %.4g s without, for a program of %.4g s: want it %g× above at least, and below the program", tc.name, with, without, br.Seconds, tc.lift)
+	without := lpWithout(t, transport, "stepstream_")
+	with := lpSeconds(t, transport)
+	t.Logf("transport LP: %.4g ms without the stream row, %.4g ms with it (dp-ev %.4g ms)", 1e3*without, 1e3*with, 1e3*br.Seconds)
+	if with < 1.5*without || with > br.Seconds*(1+exactTolerance) {
+		t.Errorf("transport LP: %.4g s with the stream row, %.4g s without, for a program of %.4g s: want it 1.5× above at least (measured 2×), and below the program", with, without, br.Seconds)
+	}
+	joint, _ := e.MILPBelow(br.Seconds)
+	for _, r := range joint.Rows {
+		if strings.HasPrefix(r.Name, "stepstream_") {
+			t.Fatalf("the joint MILP has the stream row %s", r.Name)
 		}
 	}
 }
