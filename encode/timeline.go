@@ -761,26 +761,13 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 				geq(fmt.Sprintf("fwdwait_%d_%d", g, k), []int{nx[g]}, []int{cf}, -1, st.P[k], st.Fc[g][k])
 			}
 		}
-		if anyOrder {
-			// No stream chain: block k's prefetch may be issued at any
-			// time before it (fwdwait above, from 0).
-			if s >= 0 {
-				for g2 := range x {
-					if x[g2] < 0 {
-						continue
-					}
-					for g := range nx {
-						if g != g2 {
-							geq(fmt.Sprintf("fwdsync_%d_%d_%d", g, k, g2), []int{nx[g]}, []int{x[g2]}, s, st.Fc[g][k])
-						}
-					}
-				}
-			}
-			x = nx
-			continue
+		// Under anyOrder there is no stream chain: block k's prefetch may
+		// be issued at any time before it (fwdwait above, from 0).
+		ncf := -1
+		if !anyOrder {
+			ncf = col(fmt.Sprintf("fwdcomm_%d", k), 0, inf, false)
+			geq(fmt.Sprintf("fwdcomm_%d", k), []int{ncf}, []int{cf}, -1, st.P[k], st.Fa[k])
 		}
-		ncf := col(fmt.Sprintf("fwdcomm_%d", k), 0, inf, false)
-		geq(fmt.Sprintf("fwdcomm_%d", k), []int{ncf}, []int{cf}, -1, st.P[k], st.Fa[k])
 		if s >= 0 {
 			for g2 := range x {
 				if x[g2] < 0 {
@@ -790,6 +777,9 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 					if g != g2 {
 						geq(fmt.Sprintf("fwdsync_%d_%d_%d", g, k, g2), []int{nx[g]}, []int{x[g2]}, s, st.Fc[g][k])
 					}
+				}
+				if ncf < 0 {
+					continue
 				}
 				geq(fmt.Sprintf("fwdcommsync_%d_%d", k, g2), []int{ncf}, []int{x[g2]}, s, st.Fa[k])
 			}
