@@ -659,7 +659,8 @@ type syncTerms struct {
 // 0.853 to 1.039 s on bert-moe paper-8 (batch 256) and from 0.056 to
 // 0.074 s on vgg19 paper-8. Only the transport LP has it (milpForm): in
 // the joint MILP it lifted the root too, but sent the ten nodes to a worse
-// plan on vgg19 paper-16. Under anyOrder it is what charges the stream.
+// plan on vgg19 paper-16. Under anyOrder it is always there: it is what
+// charges the stream.
 //
 // With anyOrder the rows bound the step under any order of each stream's
 // collectives, not only the list order lowering issues them in (a plan
@@ -852,7 +853,7 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 	for g := range x {
 		geq(fmt.Sprintf("step_%d", g), []int{T}, []int{x[g]}, -1, st.U[g])
 		geq(fmt.Sprintf("stepcomm_%d", g), []int{T}, []int{cb}, -1, after(g))
-		if f.streamRow && len(stream) > 0 {
+		if (f.streamRow || anyOrder) && len(stream) > 0 {
 			geq(fmt.Sprintf("stepstream_%d", g), []int{T}, nil, -1, stream, after(g))
 		}
 	}

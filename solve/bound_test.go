@@ -64,12 +64,7 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 // plain root LP 0.195 ms, the transport LP 0.526 ms, the plan 2.108 ms).
 func TestTransportLPBoundsTheSynthesizedPlan(t *testing.T) {
 	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, g, c); err == nil {
-			starts = append(starts, p)
-		}
-	}
+	starts := strategyStarts(g, c)
 	res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: starts})
 	if err != nil {
 		t.Fatal(err)
@@ -149,12 +144,7 @@ func TestStreamRowLiftsTheLP(t *testing.T) {
 // gap 1), and the MILP's "optimal" is not claimed.
 func TestAnyOrderBoundIsTheLPsAlone(t *testing.T) {
 	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, g, c); err == nil {
-			starts = append(starts, p)
-		}
-	}
+	starts := strategyStarts(g, c)
 	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: starts}
 	list, err := Synthesize(context.Background(), g, m, opt)
 	if err != nil {

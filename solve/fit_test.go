@@ -116,18 +116,25 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 	}
 }
 
-// bertBaseOnPaper16 is bert-base at the batch given, the paper's 16-GPU
-// cluster with its cost model, and every hand-written strategy that
-// builds for them.
-func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*encode.Program) {
-	t.Helper()
-	g, c, m := zooOn(t, "bert-base", models.Options{Batch: batch}, "paper-16")
+// strategyStarts are the programs of every hand-written strategy that
+// builds for g on c, the starts plan.Synthesize gives the search.
+func strategyStarts(g *ir.Graph, c *cluster.Cluster) []*encode.Program {
 	var starts []*encode.Program
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, g, c); err == nil {
 			starts = append(starts, p)
 		}
 	}
+	return starts
+}
+
+// bertBaseOnPaper16 is bert-base at the batch given, the paper's 16-GPU
+// cluster with its cost model, and every hand-written strategy that
+// builds for them.
+func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*encode.Program) {
+	t.Helper()
+	g, c, m := zooOn(t, "bert-base", models.Options{Batch: batch}, "paper-16")
+	starts := strategyStarts(g, c)
 	return g, c, m, starts
 }
 

@@ -9,7 +9,6 @@ import (
 	"hap/encode"
 	"hap/ir"
 	"hap/models"
-	"hap/strategy"
 )
 
 // flipThatPays returns a tensor class and layout whose method flip lowers
@@ -161,12 +160,7 @@ func TestSynthesizedPlanLeavesNoMethodTie(t *testing.T) {
 		t.Skip("full-size model")
 	}
 	g, c, m := zooOn(t, "bert-base", models.Options{Batch: 256}, "paper-8")
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, g, c); err == nil {
-			starts = append(starts, p)
-		}
-	}
+	starts := strategyStarts(g, c)
 	res, err := Synthesize(context.Background(), g, m, Options{NodeLimit: 10, Starts: starts})
 	if err != nil {
 		t.Fatal(err)
