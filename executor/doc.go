@@ -1,9 +1,10 @@
 // Package executor runs distributed programs. It owns what every backend
 // shares: lowering a plan's program for every device, deriving each
-// device's training step, setting the initial parameters and optimizer
-// state, cutting each batch into each device's shards, stepping all
-// devices together, and assembling and comparing results (Run, Train,
-// Verify). It also owns the two backends behind its Backend interface:
+// device's training step (its ops reordered to issue the collectives in
+// the plan's searched order, when it has one), setting the initial
+// parameters and optimizer state, cutting each batch into each device's
+// shards, stepping all devices together, and assembling and comparing
+// results (Run, Train, Verify). It also owns the two backends behind its Backend interface:
 //
 //   - CPU (backend.go): N virtual devices as goroutines of one process,
 //     computing with package cpu and exchanging data in memory with NCCL's

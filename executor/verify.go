@@ -105,6 +105,10 @@ type Report struct {
 	Grads   Diff      `json:"grads"`
 	Params  Diff      `json:"params"`
 	Losses  []float64 `json:"losses"` // single-device loss per step
+	// CommSwaps is the number of collective pairs the distributed devices
+	// issued against their list order, following the plan's searched
+	// comm_order (0: list order).
+	CommSwaps int `json:"comm_swaps,omitempty"`
 }
 
 // Max is the largest relative error of the three families.
@@ -173,7 +177,49 @@ func lowerAll(fwd *ir.Graph, p *encode.Program, opt Options) ([]*rank, error) {
 		}
 		ranks[r] = rk
 	}
+	if err := followOrder(ranks, p); err != nil {
+		return nil, err
+	}
 	return ranks, nil
+}
+
+// followOrder reorders every device's training step so that a backend,
+// which runs a step's ops in slice order, issues the collectives in the
+// order p records (its searched comm_order) rather than the list order:
+// the step is scheduled into the lowered program the order was searched
+// on (one instruction per op, at the op's index), the order is applied
+// there, and each device's single-queue issue order (lower's IssueOrders)
+// becomes its op order. IssueOrders refuses an order that would deadlock,
+// which a backend would otherwise hang on.
+func followOrder(ranks []*rank, p *encode.Program) error {
+	if len(p.CommSwaps) == 0 {
+		return nil
+	}
+	steps := make([]*ir.Graph, len(ranks))
+	for r, rk := range ranks {
+		steps[r] = rk.step
+	}
+	prog, err := lower.Schedule(steps)
+	if err != nil {
+		return err
+	}
+	if err := lower.ApplyPlanOrder(prog, p); err != nil {
+		return err
+	}
+	orders, err := prog.IssueOrders()
+	if err != nil {
+		return fmt.Errorf("plan comm_order: %w", err)
+	}
+	for r, rk := range ranks {
+		ops := make([]ir.OpID, len(orders[r]))
+		for k, i := range orders[r] {
+			ops[k] = ir.OpID(i)
+		}
+		if rk.step, err = rk.step.Reordered(ops); err != nil {
+			return fmt.Errorf("device %d: plan comm_order: %w", r, err)
+		}
+	}
+	return nil
 }
 
 // start lowers p, starts opt's backend with one device per rank and sets
@@ -295,7 +341,7 @@ func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report
 	if l := devs.Local(); len(l) != len(ranks) {
 		return nil, fmt.Errorf("verify compares every rank's gradients: the %s backend drives only ranks %v of %d here (run it with every rank in one process)", opt.backend().Name(), l, len(ranks))
 	}
-	rep := &Report{Backend: opt.backend().Name(), Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String()}
+	rep := &Report{Backend: opt.backend().Name(), Devices: p.NumDevices(), Steps: opt.Steps, DType: opt.DType.String(), CommSwaps: len(p.CommSwaps)}
 	for k := 0; k < opt.Steps; k++ {
 		batch := cpu.SyntheticBatch[F](fwd, opt.Seed+1000+uint64(k)) // per step, whatever OneBatch says
 		want, err := ref.Step(nil, batch)

@@ -132,6 +132,65 @@ func (g *Graph) Clone() *Graph {
 	return c
 }
 
+// Reordered returns a copy of g whose ops run in order: its k-th op is
+// g's op order[k], renumbered k, with every reference to an op (producers,
+// GradOf, accumulations) renumbered with it; tensors keep their IDs. A
+// runtime issues ops in slice order, so this is how a searched issue order
+// reaches it. order must be a permutation of g's ops in which every op
+// comes after the producers of its inputs, and (for a training step) the
+// forward ops must stay first, as TrainInfo.ForwardOps says they are.
+func (g *Graph) Reordered(order []OpID) (*Graph, error) {
+	if len(order) != len(g.Ops) {
+		return nil, fmt.Errorf("order names %d ops; graph %q has %d", len(order), g.Name, len(g.Ops))
+	}
+	place := make([]OpID, len(g.Ops)) // old ID → new ID
+	for i := range place {
+		place[i] = NoOp
+	}
+	for k, id := range order {
+		if id < 0 || int(id) >= len(g.Ops) {
+			return nil, fmt.Errorf("order[%d] = %d: graph %q has no op %d", k, id, g.Name, id)
+		}
+		if place[id] != NoOp {
+			return nil, fmt.Errorf("order[%d] names op %q again (order[%d])", k, g.Ops[id].Name, place[id])
+		}
+		place[id] = OpID(k)
+		if g.Train != nil && (k < g.Train.ForwardOps) != (int(id) < g.Train.ForwardOps) {
+			return nil, fmt.Errorf("order[%d] = op %q: the %d forward ops must stay first", k, g.Ops[id].Name, g.Train.ForwardOps)
+		}
+	}
+	c := g.Clone()
+	ops := make([]Op, len(c.Ops))
+	for k, id := range order {
+		op := c.Ops[id]
+		for _, in := range op.Inputs {
+			if prod := g.Tensors[in].Producer; prod != NoOp && place[prod] > OpID(k) {
+				return nil, fmt.Errorf("order runs op %q before op %q, which computes its input %q", op.Name, g.Ops[prod].Name, g.Tensors[in].Name)
+			}
+		}
+		op.ID = OpID(k)
+		if op.GradOf != NoOp {
+			op.GradOf = place[op.GradOf]
+		}
+		ops[k] = op
+	}
+	c.Ops = ops
+	for i := range c.Tensors {
+		if prod := c.Tensors[i].Producer; prod != NoOp {
+			c.Tensors[i].Producer = place[prod]
+		}
+	}
+	if c.Train != nil {
+		for i := range c.Train.Accumulations {
+			a := &c.Train.Accumulations[i]
+			a.Add, a.Of = place[a.Add], place[a.Of]
+		}
+		// Accumulations are listed in step order.
+		slices.SortStableFunc(c.Train.Accumulations, func(x, y Accumulation) int { return int(x.Add) - int(y.Add) })
+	}
+	return c, nil
+}
+
 // ErrInvalidGraph is wrapped by every error Check returns.
 var ErrInvalidGraph = errors.New("invalid graph")
 

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -162,5 +163,122 @@ func TestWorkIsPositiveForComputeOps(t *testing.T) {
 	f, b := g.Work(0)
 	if f.Class != ClassMatMul || f.FLOPs != 2*2*3*4 || b.FLOPs != 2*f.FLOPs {
 		t.Fatalf("matmul work fwd %+v bwd %+v", f, b)
+	}
+}
+
+// TestReorderedRenumbersEveryReference: a training step reordered by
+// random orders that keep its dependencies (and its forward ops first)
+// is a valid graph of the same ops, each reference to an op — a tensor's
+// producer, a backward op's GradOf, an accumulation — naming the same op
+// as before under its new ID.
+func TestReorderedRenumbersEveryReference(t *testing.T) {
+	b := NewBuilder("g", Float64)
+	x := b.Input("x", Float64, 2, 3)
+	a := b.MatMul(x, b.Param("w1", 3, 4))
+	d := b.MatMul(x, b.Param("w3", 3, 4))                     // independent of a: the forward order is free
+	c := b.Add(b.Add(a, b.MatMul(a, b.Param("w2", 4, 4))), d) // a is read twice: its gradients are summed
+	g, err := b.Finish(b.CrossEntropy(b.ReLU(c), b.Label("y", 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := BuildTrainStep(g, Adam(1e-3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(step.Train.Accumulations) == 0 {
+		t.Fatal("the step has no accumulation to renumber")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	name := func(g *Graph, id OpID) string {
+		if id == NoOp {
+			return ""
+		}
+		return g.Ops[id].Name
+	}
+	moved := 0
+	for trial := range 50 {
+		// A random topological order of the forward ops, then of the
+		// backward and update ops.
+		order := make([]OpID, 0, len(step.Ops))
+		done := make([]bool, len(step.Ops))
+		for len(order) < len(step.Ops) {
+			var ready []OpID
+			for i := range step.Ops {
+				ok := !done[i] && (i < step.Train.ForwardOps || len(order) >= step.Train.ForwardOps)
+				for _, in := range step.Ops[i].Inputs {
+					if p := step.Tensors[in].Producer; p != NoOp && !done[p] {
+						ok = false
+					}
+				}
+				if ok {
+					ready = append(ready, OpID(i))
+				}
+			}
+			next := ready[rng.IntN(len(ready))]
+			order, done[next] = append(order, next), true
+		}
+		r, err := step.Reordered(order)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		if err := r.Check(); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		for k, id := range order {
+			if r.Ops[k].Name != step.Ops[id].Name || name(r, r.Ops[k].GradOf) != name(step, step.Ops[id].GradOf) {
+				t.Fatalf("trial %d: op %d is %q (grad of %q), want %q (grad of %q)", trial, k,
+					r.Ops[k].Name, name(r, r.Ops[k].GradOf), step.Ops[id].Name, name(step, step.Ops[id].GradOf))
+			}
+			if OpID(k) != id {
+				moved++
+			}
+		}
+		want := map[[2]string]int{}
+		for _, a := range step.Train.Accumulations {
+			want[[2]string{name(step, a.Add), name(step, a.Of)}] = a.Slot
+		}
+		for i, a := range r.Train.Accumulations {
+			if slot, ok := want[[2]string{name(r, a.Add), name(r, a.Of)}]; !ok || slot != a.Slot {
+				t.Fatalf("trial %d: accumulation %+v names other ops", trial, a)
+			}
+			if i > 0 && a.Add < r.Train.Accumulations[i-1].Add {
+				t.Fatalf("trial %d: accumulations out of step order: %+v", trial, r.Train.Accumulations)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no trial moved an op")
+	}
+}
+
+func TestReorderedRefusesWhatIsNotAnOrder(t *testing.T) {
+	step, err := BuildTrainStep(smallGraph(t), SGD(1e-2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func() []OpID {
+		o := make([]OpID, len(step.Ops))
+		for i := range o {
+			o[i] = OpID(i)
+		}
+		return o
+	}
+	nf := step.Train.ForwardOps
+	last := len(step.Ops) - 1
+	cases := []struct {
+		name  string
+		order func() []OpID
+		want  string
+	}{
+		{"short", func() []OpID { return identity()[1:] }, "names"},
+		{"repeat", func() []OpID { o := identity(); o[last] = 0; return o }, "again"},
+		{"unknown", func() []OpID { o := identity(); o[last] = OpID(last + 1); return o }, "has no op"},
+		{"input first", func() []OpID { o := identity(); o[0], o[1] = o[1], o[0]; return o }, "which computes its input"},
+		{"forward last", func() []OpID { o := identity(); o[nf-1], o[last] = o[last], o[nf-1]; return o }, "forward ops must stay first"},
+	}
+	for _, c := range cases {
+		if _, err := step.Reordered(c.order()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+
+	"hap/encode"
 )
 
 // Swap names two collectives by their IDs (Comm.ID): Swap{x, y} says y is issued before x on the
@@ -112,6 +114,24 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 		if !slices.Equal(order, stream) {
 			dp.CommOrder = order
 		}
+	}
+	return nil
+}
+
+// ApplyPlanOrder sets prog's CommOrder to the order p records (its
+// CommSwaps), prog being p lowered. It refuses an order searched for other
+// collectives (CommDigest is not prog's CollectiveDigest: another build
+// lowered the plan otherwise, and its swaps may name other collectives)
+// rather than misread it. Without swaps it leaves prog in list order.
+func ApplyPlanOrder(prog *Program, p *encode.Program) error {
+	if len(p.CommSwaps) == 0 {
+		return nil
+	}
+	if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
+		return fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
+	}
+	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
+		return fmt.Errorf("plan comm_order: %w", err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"fmt"
 
 	"hap/encode"
 	"hap/lower"
@@ -67,7 +66,7 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 		if list, err = sim.Run(prog, m); err != nil {
 			return nil, err
 		}
-		if err := applyOrder(prog, p); err != nil {
+		if err := lower.ApplyPlanOrder(prog, p); err != nil {
 			return nil, err
 		}
 	}
@@ -90,21 +89,6 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 		pl.CommOrder.ListSeconds = list.StepSeconds
 	}
 	return r, nil
-}
-
-// applyOrder reorders prog, p's lowering, by p's swaps (none: the list
-// order), after checking they were found for these collectives.
-func applyOrder(prog *lower.Program, p *encode.Program) error {
-	if len(p.CommSwaps) == 0 {
-		return nil
-	}
-	if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
-		return fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
-	}
-	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-		return fmt.Errorf("plan comm_order: %w", err)
-	}
-	return nil
 }
 
 func budgetOf(opt order.Options) uint32 {

@@ -251,6 +251,7 @@ func runVerify(e *env, args []string) error {
 		}
 	} else {
 		fmt.Fprintf(e.stdout, "%s on %d CPU devices vs single device, %d steps, %s\n", pl.Model.Name, rep.Devices, rep.Steps, rep.DType)
+		orderNote(e, rep.CommSwaps)
 		for _, r := range []struct {
 			name string
 			d    executor.Diff
@@ -267,6 +268,15 @@ func runVerify(e *env, args []string) error {
 		return fmt.Errorf("max relative error %.3g exceeds tolerance %.0g (worst: %s)", rep.Max(), *tol, rep.Grads.Worst)
 	}
 	return nil
+}
+
+// orderNote says, for a plan with a searched collective order (swaps
+// pairs against the list order), that the devices issued their
+// collectives in it.
+func orderNote(e *env, swaps int) {
+	if swaps > 0 {
+		fmt.Fprintf(e.stdout, "  collectives issued in the plan's searched order (%d pairs against the list order)\n", swaps)
+	}
 }
 
 // orderFlags are the flags of a Z3 search of the collectives' issue order

@@ -108,6 +108,7 @@ func runRun(e *env, args []string) error {
 	}
 	if *backend == "cpu" {
 		fmt.Fprintf(e.stdout, "%s on %d virtual CPU devices (%s), %s, hap train's synthetic batch\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
+		orderNote(e, len(p.CommSwaps))
 		for _, r := range tr.Steps {
 			fmt.Fprintf(e.stdout, "step %d  loss %-12.6g  %.1f ms (slowest device)\n", r.Step, r.Loss, slowest(r)*1e3)
 		}
@@ -118,6 +119,7 @@ func runRun(e *env, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "%s on %d GPUs for cluster %s, %s\n", pl.Model.Name, p.NumDevices(), pl.Cluster.Name, dt)
+	orderNote(e, len(p.CommSwaps))
 	for r, d := range tr.Devices {
 		fmt.Fprintf(e.stdout, "  device %d: %s\n", r, d)
 	}
