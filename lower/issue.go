@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// IssueOrders is the order in which a runtime with one queue per device —
-// the CPU backend's goroutine, the CUDA backend's stream — issues each
-// device's instructions so that it keeps both orders of the two-stream
-// execution model: kernels in list order, collectives in CommStream order
+// IssueOrders returns, for every device, the order in which a runtime
+// with one queue per device (the CPU backend's goroutine, the CUDA
+// backend's stream) issues its instructions so as to keep both orders of
+// the two-stream execution model: kernels in list order, collectives in CommStream order
 // (the searched order, when CommOrder is set), each after its dependencies.
 // Of the two streams' next instructions, the one listed first is issued
 // if its dependencies have been, else the other, so a program without
@@ -32,7 +32,10 @@ func (p *Program) IssueOrders() ([][]int, error) {
 		}
 		out[d] = q
 	}
-	return out, p.rendezvous(out)
+	if err := p.rendezvous(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // issueOrder merges the device's two streams as IssueOrders says.
