@@ -259,21 +259,53 @@ func (s *state) step(m *cost.Model, d int, st lower.Stream) (bool, error) {
 }
 
 func (s *state) deadlock() error {
-	var waits []string
+	// Devices stuck at the same place (an SPMD program's usual case) are
+	// named together, so the error stays one readable line on 64 GPUs.
+	var places []string
+	at := map[string][]int{}
 	for d := range s.p.Devices {
 		for st := lower.Stream(0); st < lower.NumStreams; st++ {
 			if h := s.head[d][st]; h < len(s.queue[d][st]) {
 				i := s.queue[d][st][h]
 				in := &s.p.Devices[d].Instrs[i]
-				what := fmt.Sprintf("device %d %s stream at instruction %d (%q)", d, st, i, in.Name)
+				what := fmt.Sprintf("%s stream at instruction %d (%q)", st, i, in.Name)
 				if in.Comm != nil {
 					what += fmt.Sprintf(", collective %d", in.Comm.ID)
 				}
-				waits = append(waits, what)
+				if at[what] == nil {
+					places = append(places, what)
+				}
+				at[what] = append(at[what], d)
 			}
 		}
 	}
+	waits := make([]string, len(places))
+	for k, what := range places {
+		waits[k] = devicesText(at[what]) + " " + what
+	}
 	return fmt.Errorf("deadlock: no instruction can start; waiting: %s", strings.Join(waits, "; "))
+}
+
+// devicesText names increasing device indices compactly: "device 3",
+// "devices 0-7", "devices 0-3, 6".
+func devicesText(ds []int) string {
+	if len(ds) == 1 {
+		return fmt.Sprintf("device %d", ds[0])
+	}
+	var runs []string
+	for i := 0; i < len(ds); {
+		j := i
+		for j+1 < len(ds) && ds[j+1] == ds[j]+1 {
+			j++
+		}
+		if j > i {
+			runs = append(runs, fmt.Sprintf("%d-%d", ds[i], ds[j]))
+		} else {
+			runs = append(runs, fmt.Sprint(ds[i]))
+		}
+		i = j + 1
+	}
+	return "devices " + strings.Join(runs, ", ")
 }
 
 // stats computes device d's busy, overlap and idle times and its peak memory from its events.

@@ -184,6 +184,18 @@ func TestDeadlockAndErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "deadlock") || !strings.Contains(err.Error(), "device 1 communication stream at instruction 0") {
 		t.Errorf("error %v", err)
 	}
+	// Devices stuck at the same place are named together.
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	spmd := program(8)
+	for d := range spmd.Devices {
+		spmd.Devices[d].Append(comm(1, cost.AllReduce, all, 1))
+		spmd.Devices[d].Append(comm(2, cost.AllReduce, all, 1))
+	}
+	spmd.Devices[5].CommOrder = []int{1, 0}
+	_, err = Run(spmd, m)
+	if want := `waiting: devices 0-4, 6-7 communication stream at instruction 0 ("all-reduce"), collective 1; device 5 communication stream at instruction 1`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
 	if _, err := Run(program(3), m); err == nil || !strings.Contains(err.Error(), "the program has 3 devices") {
 		t.Errorf("error %v", err)
 	}
