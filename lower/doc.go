@@ -6,7 +6,9 @@
 // validator. It is the contract between the lowering pass, the simulator (package sim) and the runtime;
 // it imports only package cost (for Work and the collective/method vocabulary) and must stay free of the
 // IR, the planner and any backend, so that the simulator and runtimes can consume programs without
-// depending on how they were made.
+// depending on how they were made. swaps.go writes a communication-stream order (CommOrder) as the
+// collective pairs it reverses, as plans record it; issue.go merges each device's two streams into the
+// one queue a runtime issues (IssueOrders) and refuses an order that would hang.
 //
 // The lowering pass itself may import ir, the plan and cost; nothing in lower may import sim, a runtime
 // backend, solve or cmd.
