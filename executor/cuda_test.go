@@ -74,7 +74,14 @@ nodes:
 
 func testCluster(t *testing.T, name string) *cluster.Cluster {
 	t.Helper()
-	src := map[string]string{"hetero-3": hetero3YAML, "pair": pairYAML}[name]
+	src, inline := map[string]string{"hetero-3": hetero3YAML, "pair": pairYAML}[name]
+	if !inline {
+		c, err := cluster.Load(name) // a built-in cluster
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	c, err := cluster.ParseCluster([]byte(src), name+".yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -5,30 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"hap/cluster"
 	"hap/encode"
 	"hap/ir"
 	"hap/lower"
-	"hap/models"
-	"hap/strategy"
 )
 
 // orderCase is a zoo model's program under a strategy on paper-8 and its
 // lowering (SGD's training step), whose collectives swaps name.
 func orderCase(t *testing.T, model, strat string) (*ir.Graph, *encode.Program, *lower.Program) {
 	t.Helper()
-	c, err := cluster.Load("paper-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := models.Load(model, models.Options{DType: ir.Float64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strategy.Build(strat, g, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, p := program(t, model, strat, "paper-8", ir.Float64)
 	steps, err := lower.TrainSteps(g, p, ir.SGD(1e-2))
 	if err != nil {
 		t.Fatal(err)
