@@ -18,22 +18,30 @@ import (
 // cuda.PlanOp, and collectives as the NCCL plans of nccl.PlanOp on one
 // communicator over all ranks.
 //
+// Each rank has two streams (streams.go): kernels run on its compute
+// stream, collectives on its communication stream, each stream in the
+// step's op order, so a collective overlaps the kernels that do not need
+// its result, as the simulator's timeline assumes. An op that reads what
+// the other stream made waits for an event recorded after its maker.
+//
 // Memory, per rank, is allocated once when the devices start:
 //   - every leaf of the training step (parameters, optimizer state,
 //     inputs, labels, the step counter) has its own place in one
 //     persistent block;
-//   - every computed tensor has a place in one arena, shared between
-//     tensors whose lifetimes (first producing op to last consuming op) do
-//     not overlap (packArena); the loss, gradients and updated parameters
-//     and state live to the end of the step;
-//   - one workspace (the largest any op plan asks for) and one pair of
-//     collective staging buffers serve every op in turn, since a rank runs
-//     its ops in order on one stream.
+//   - every computed tensor has a place in one arena, a tensor taking
+//     another's bytes only once every op using the other has certainly
+//     finished, whichever stream it ran on (packArena); the loss,
+//     gradients and updated parameters and state live to the end of the
+//     step;
+//   - one workspace (the largest any op plan asks for) serves every kernel
+//     and one pair of staging buffers every collective, in turn, since
+//     each stream runs its ops one after another.
 //
-// A step uploads the feeds, enqueues every op on the rank's stream without
-// waiting, then waits once (under the NCCL watchdog when there is a
-// communicator), reads the loss (and gradients when asked), and copies the
-// updated parameters and state over the old ones.
+// A step uploads the feeds, enqueues every op on its stream without
+// waiting, makes the compute stream wait for the communication stream,
+// then waits once (under the NCCL watchdog when there is a communicator),
+// reads the loss (and gradients when asked), and copies the updated
+// parameters and state over the old ones.
 
 // CUDAOptions configure the CUDA backend.
 type CUDAOptions struct {
@@ -66,6 +74,11 @@ type CUDAOptions struct {
 	// Timeout bounds each wait for collective work and the communicator
 	// set-up (0: nccl.DefaultTimeout).
 	Timeout time.Duration
+	// OneStream runs every rank's collectives on its compute stream, in
+	// the step's op order, instead of on a communication stream of their
+	// own that overlaps them with computation: for comparing the two, and
+	// for ruling the overlap out when hunting a fault.
+	OneStream bool
 }
 
 // CUDA is the GPU backend (see CUDAOptions).
@@ -108,9 +121,17 @@ type cudaRank[F cpu.Float] struct {
 	ops           []cudaOp
 	addr          []cuda.DevicePtr // every tensor's address
 	allocs        []cuda.DevicePtr
-	stream        cuda.Stream
-	hasStream     bool
-	steps         int
+	// streams are the compute and communication streams (sched says
+	// which op runs on which); events[i] is recorded after op i when an op
+	// on the other stream waits for it, and join after the communication
+	// stream's last op, for the compute stream to wait on before the step
+	// ends.
+	streams    [numStreams]cuda.Stream
+	hasStreams bool
+	sched      streamSchedule
+	events     []cuda.Event
+	join       cuda.Event
+	steps      int
 	// lossTotal: other ranks run in other processes, so each step
 	// all-reduces the loss, and every rank reads the job's total.
 	lossTotal bool
@@ -193,7 +214,7 @@ func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F
 		}
 	}()
 	for i, r := range local {
-		rk, err := newCUDARank[F](rt, r, n, ordinals[i], steps[r], opt.Plan)
+		rk, err := newCUDARank[F](rt, r, n, ordinals[i], steps[r], opt.Plan, opt.OneStream)
 		if err != nil {
 			return nil, err
 		}
@@ -238,11 +259,15 @@ func openCUDA[F cpu.Float](opt CUDAOptions, steps []*ir.Graph) (_ *cudaDevices[F
 
 // newCUDARank plans rank r's ops, opens its GPU, allocates its memory and
 // compiles the kernels it uses.
-func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, po cuda.PlanOptions) (*cudaRank[F], error) {
+func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, po cuda.PlanOptions, oneStream bool) (*cudaRank[F], error) {
 	if g.Train == nil {
 		return nil, fmt.Errorf("device %d: graph %q is not a training step", r, g.Name)
 	}
-	rk := &cudaRank[F]{rank: r, ordinal: ordinal, g: g}
+	rk := &cudaRank[F]{rank: r, ordinal: ordinal, g: g, sched: scheduleStreams(g, oneStream)}
+	if m := rk.lossMaker(); m != noWait {
+		// A multi-process job's loss all-reduce waits for it.
+		rk.sched.record[m] = true
+	}
 	var workMax, sendMax, recvMax int64
 	rk.ops = make([]cudaOp, len(g.Ops))
 	for i := range g.Ops {
@@ -273,7 +298,7 @@ func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, 
 			return nil, fmt.Errorf("device %d: %w", r, err)
 		}
 	}
-	leafOff, leafBytes, actOff, actBytes := layout(g)
+	leafOff, leafBytes, actOff, actBytes := layout(g, &rk.sched)
 	dev, err := rt.OpenDevice(ordinal)
 	if err != nil {
 		return nil, fmt.Errorf("device %d (GPU %d): %w", r, ordinal, err)
@@ -343,11 +368,26 @@ func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, 
 				}
 			}
 		}
-		if rk.stream, err = c.NewStream(); err != nil {
-			return err
+		for i := range rk.streams {
+			if rk.streams[i], err = c.NewStream(); err != nil {
+				for _, st := range rk.streams[:i] {
+					c.DestroyStream(st)
+				}
+				return err
+			}
 		}
-		rk.hasStream = true
-		return nil
+		rk.hasStreams = true
+		rk.events = make([]cuda.Event, len(rk.ops))
+		for i, rec := range rk.sched.record {
+			if !rec {
+				continue
+			}
+			if rk.events[i], err = c.NewEvent(false); err != nil {
+				return err
+			}
+		}
+		rk.join, err = c.NewEvent(false)
+		return err
 	})
 	if err != nil {
 		rk.close()
@@ -368,44 +408,56 @@ func operands(g *ir.Graph, op *ir.Op) (ins, outs []*ir.Tensor) {
 }
 
 // layout places g's tensors: leaves one after another in their block,
-// computed tensors in an arena by lifetime.
-func layout(g *ir.Graph) (leafOff []int64, leafBytes int64, actOff []int64, actBytes int64) {
-	nt, end := len(g.Tensors), len(g.Ops)
-	leaf := make([]arenaSlot, nt)
-	act := make([]arenaSlot, nt)
-	first := make([]int, nt)
-	last := make([]int, nt)
+// computed tensors in an arena, a tensor taking another's bytes only once
+// every op using the other has certainly finished (sched.known).
+func layout(g *ir.Graph, sched *streamSchedule) (leafOff []int64, leafBytes int64, actOff []int64, actBytes int64) {
+	nt := len(g.Tensors)
+	users := make([][]int, nt)
+	maker := make([]int, nt)
+	for i := range maker {
+		maker[i] = noWait
+	}
 	for i := range g.Ops {
 		for _, t := range g.Ops[i].Outputs {
-			first[t], last[t] = i, i
+			users[t] = append(users[t], i)
+			maker[t] = i
 		}
-	}
-	for i := range g.Ops {
 		for _, t := range g.Ops[i].Inputs {
-			last[t] = max(last[t], i)
+			users[t] = append(users[t], i)
 		}
 	}
-	keep := []ir.TensorID{g.Loss}
+	kept := make([]bool, nt)
+	if g.Loss != ir.NoTensor {
+		kept[g.Loss] = true
+	}
 	for _, ps := range g.Train.Params {
-		keep = append(keep, ps.Grad, ps.Updated)
-		keep = append(keep, ps.NewState...)
-	}
-	for _, t := range keep {
-		if t != ir.NoTensor {
-			last[t] = end
+		for _, t := range append([]ir.TensorID{ps.Grad, ps.Updated}, ps.NewState...) {
+			if t != ir.NoTensor {
+				kept[t] = true
+			}
 		}
 	}
+	leaf := make([]arenaSlot, nt)
+	act := make([]arenaSlot, nt)
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		size := int64(t.Shape.Numel() * t.DType.Size())
+		absent := arenaSlot{absent: true}
 		if t.Kind.IsLeaf() {
 			// Leaves never share: every one is alive throughout.
-			leaf[i] = arenaSlot{size: size, first: 0, last: end}
-			act[i] = arenaSlot{size: 0, first: end + 1, last: end + 1}
-		} else {
-			act[i] = arenaSlot{size: size, first: first[i], last: last[i]}
-			leaf[i] = arenaSlot{size: 0, first: end + 1, last: end + 1}
+			leaf[i], act[i] = arenaSlot{size: size, free: neverFree}, absent
+			continue
 		}
+		s := arenaSlot{size: size, free: sched.lastUse(users[i])}
+		if m := maker[i]; m != noWait {
+			s.stream, s.first, s.made = sched.stream[m], m, sched.known[m]
+		}
+		if kept[i] {
+			// The loss, gradients and updated parameters and state are
+			// read after the step.
+			s.free = neverFree
+		}
+		leaf[i], act[i] = absent, s
 	}
 	leafOff, leafBytes = packArena(leaf)
 	actOff, actBytes = packArena(act)
@@ -570,24 +622,38 @@ func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], gr
 		}
 	}
 	for i := range rk.ops {
-		if err := rk.enqueue(c, &rk.ops[i]); err != nil {
+		if err := rk.enqueue(c, i); err != nil {
 			return out, fmt.Errorf("op %q (%s): %w", rk.ops[i].op.Name, rk.ops[i].op.Kind, err)
 		}
 	}
+	compute, comm := rk.streams[computeStream], rk.streams[commStream]
 	if rk.lossTotal {
 		// Each rank's loss is its part of the job's; the other parts are
-		// in other processes.
-		if err := rk.comm.AllReduce(c, rk.addr[g.Loss], rk.addr[g.Loss], 1, g.Tensors[g.Loss].DType, rk.stream); err != nil {
+		// in other processes. NCCL calls keep to the communication stream,
+		// in one order on every rank.
+		if err := rk.waitFor(c, commStream, rk.lossMaker()); err != nil {
+			return out, err
+		}
+		if err := rk.comm.AllReduce(c, rk.addr[g.Loss], rk.addr[g.Loss], 1, g.Tensors[g.Loss].DType, comm); err != nil {
 			return out, fmt.Errorf("all-reducing the loss: %w", err)
 		}
 		out.LossTotal = true
 	}
+	// The compute stream waits for the communication stream's work, so
+	// waiting for it waits for the step, and the parameter copies below
+	// follow every collective that reads a parameter.
+	if err := c.Record(rk.join, comm); err != nil {
+		return out, err
+	}
+	if err := c.WaitEvent(compute, rk.join); err != nil {
+		return out, err
+	}
 	what := fmt.Sprintf("step %d", rk.steps+1)
 	if rk.comm != nil {
-		if err := rk.comm.Wait(c, rk.stream, what); err != nil {
+		if err := rk.comm.Wait(c, compute, what); err != nil {
 			return out, err
 		}
-	} else if err := c.SyncStream(rk.stream); err != nil {
+	} else if err := c.SyncStream(compute); err != nil {
 		return out, fmt.Errorf("%s: %w", what, err)
 	}
 	loss := make([]F, 1)
@@ -614,29 +680,64 @@ func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], gr
 		}
 		for _, p := range pairs {
 			t := &g.Tensors[p[0]]
-			if err := c.CopyDtoD(rk.addr[p[0]], rk.addr[p[1]], int64(t.Shape.Numel()*t.DType.Size()), rk.stream); err != nil {
+			if err := c.CopyDtoD(rk.addr[p[0]], rk.addr[p[1]], int64(t.Shape.Numel()*t.DType.Size()), compute); err != nil {
 				return out, fmt.Errorf("updating %q: %w", t.Name, err)
 			}
 		}
 	}
-	if err := c.SyncStream(rk.stream); err != nil {
+	if err := c.SyncStream(compute); err != nil {
 		return out, fmt.Errorf("updating the parameters: %w", err)
 	}
 	rk.steps++
 	return out, nil
 }
 
-// enqueue puts one op on the rank's stream.
-func (rk *cudaRank[F]) enqueue(c *cuda.Ctx, o *cudaOp) error {
+// enqueue puts op i on its stream, after the event of the op on the other
+// stream it waits for, and records its own event when one is waited for.
+func (rk *cudaRank[F]) enqueue(c *cuda.Ctx, i int) error {
+	o, st := &rk.ops[i], rk.sched.stream[i]
+	if err := rk.waitFor(c, st, rk.sched.wait[i]); err != nil {
+		return err
+	}
+	s := rk.streams[st]
+	var err error
 	switch {
 	case o.kernel != nil:
-		return c.Run(o.kernel, o.bufs, rk.stream)
+		err = c.Run(o.kernel, o.bufs, s)
 	case o.coll != nil:
-		return rk.comm.Run(c, o.coll, o.dt, o.cbufs, rk.stream)
+		err = rk.comm.Run(c, o.coll, o.dt, o.cbufs, s)
 	case o.copyN > 0:
-		return c.CopyDtoD(o.bufs.Out[0], o.bufs.In[0], o.copyN, rk.stream)
+		err = c.CopyDtoD(o.bufs.Out[0], o.bufs.In[0], o.copyN, s)
 	}
-	return nil
+	if err == nil && rk.sched.record[i] {
+		err = c.Record(rk.events[i], s)
+	}
+	return err
+}
+
+// waitFor makes stream st wait for op j's event (none when j is noWait).
+func (rk *cudaRank[F]) waitFor(c *cuda.Ctx, st streamID, j int) error {
+	if j == noWait {
+		return nil
+	}
+	return c.WaitEvent(rk.streams[st], rk.events[j])
+}
+
+// lossMaker returns the op that makes the loss when it runs on the compute
+// stream and so must be waited for by the communication stream (noWait
+// otherwise). Its event is recorded (newCUDARank sees to it).
+func (rk *cudaRank[F]) lossMaker() int {
+	for i := len(rk.g.Ops) - 1; i >= 0; i-- {
+		for _, t := range rk.g.Ops[i].Outputs {
+			if t == rk.g.Loss {
+				if rk.sched.stream[i] == commStream {
+					return noWait
+				}
+				return i
+			}
+		}
+	}
+	return noWait
 }
 
 // Close destroys the communicators, frees device memory and closes the
@@ -673,9 +774,21 @@ func (rk *cudaRank[F]) close() error {
 	}
 	err := rk.dev.Do(func(c *cuda.Ctx) error {
 		var errs []error
-		if rk.hasStream {
-			errs = append(errs, c.SyncStream(rk.stream), c.DestroyStream(rk.stream))
-			rk.hasStream = false
+		if rk.hasStreams {
+			for _, st := range rk.streams {
+				errs = append(errs, c.SyncStream(st), c.DestroyStream(st))
+			}
+			rk.hasStreams = false
+		}
+		for i, e := range rk.events {
+			if e != 0 {
+				errs = append(errs, c.DestroyEvent(e))
+				rk.events[i] = 0
+			}
+		}
+		if rk.join != 0 {
+			errs = append(errs, c.DestroyEvent(rk.join))
+			rk.join = 0
 		}
 		for _, p := range rk.allocs {
 			errs = append(errs, c.Free(p))

@@ -3,7 +3,6 @@ package executor
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -169,11 +168,25 @@ func TestFakeCUDAMatchesCPU(t *testing.T) {
 // TestFakeCUDAVerify runs Verify with the distributed side on the CUDA
 // backend: loss, gradients and updated parameters against single-device
 // training on the CPU, in float32 and float64.
+//
+// It runs once more in float64 with every collective on the compute stream
+// (CUDAOptions.OneStream): both placements must train the same.
 func TestFakeCUDAVerify(t *testing.T) {
-	for _, dt := range []ir.DType{ir.Float32, ir.Float64} {
-		t.Run(dt.String(), func(t *testing.T) {
+	cases := []struct {
+		dt        ir.DType
+		oneStream bool
+	}{{ir.Float32, false}, {ir.Float64, false}, {ir.Float64, true}}
+	for _, tc := range cases {
+		dt := tc.dt
+		name := dt.String()
+		if tc.oneStream {
+			name += "/one-stream"
+		}
+		t.Run(name, func(t *testing.T) {
 			g, p := program(t, "bert-base-tiny", "tp", "hetero-3", dt)
-			rep, err := Verify(g, p, Options{DType: dt, Steps: 2, Seed: 3, Optimizer: ir.SGD(1e-2), Backend: fakeCUDA(t, p.Devices)})
+			b := fakeCUDA(t, p.Devices)
+			b.opt.OneStream = tc.oneStream
+			rep, err := Verify(g, p, Options{DType: dt, Steps: 2, Seed: 3, Optimizer: ir.SGD(1e-2), Backend: b})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,47 +273,5 @@ func TestFakeCUDAErrors(t *testing.T) {
 	}
 	if err := devs.Close(); err != nil && !errors.Is(err, nccl.ErrAborted) {
 		t.Errorf("close after a failure: %v", err)
-	}
-}
-
-// TestPackArena: random lifetimes; buffers alive at the same op never
-// overlap, and the arena is no larger than all buffers side by side.
-func TestPackArena(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for trial := 0; trial < 200; trial++ {
-		n := 1 + rng.IntN(40)
-		slots := make([]arenaSlot, n)
-		var sum int64
-		for i := range slots {
-			f := rng.IntN(30)
-			slots[i] = arenaSlot{size: int64(rng.IntN(2000)), first: f, last: f + rng.IntN(10)}
-			sum += (max(slots[i].size, 1) + arenaAlign - 1) / arenaAlign * arenaAlign
-		}
-		offs, total := packArena(slots)
-		if total > sum {
-			t.Fatalf("trial %d: arena %d bytes for buffers totalling %d", trial, total, sum)
-		}
-		for i := range slots {
-			if offs[i]%arenaAlign != 0 || offs[i]+max(slots[i].size, 1) > total {
-				t.Fatalf("trial %d: buffer %d at %d (size %d) in an arena of %d", trial, i, offs[i], slots[i].size, total)
-			}
-			for j := i + 1; j < n; j++ {
-				a, b := slots[i], slots[j]
-				live := a.first <= b.last && b.first <= a.last
-				overlap := offs[i] < offs[j]+max(b.size, 1) && offs[j] < offs[i]+max(a.size, 1)
-				if live && overlap {
-					t.Fatalf("trial %d: buffers %d %+v at %d and %d %+v at %d overlap", trial, i, a, offs[i], j, b, offs[j])
-				}
-			}
-		}
-	}
-	// Reuse happens: a chain of same-sized buffers each dying as the next
-	// is made needs two places, not ten.
-	chain := make([]arenaSlot, 10)
-	for i := range chain {
-		chain[i] = arenaSlot{size: 1000, first: i, last: i + 1}
-	}
-	if _, total := packArena(chain); total != 2*1024 {
-		t.Errorf("chain of 10 needs %d bytes, want %d", total, 2*1024)
 	}
 }

@@ -234,7 +234,7 @@ func profileOps(rt *cuda.Runtime, ordinal int, opt ProfileOptions) ([]ClassTimin
 	if err != nil {
 		return nil, 0, err
 	}
-	rk, err := newCUDARank[float32](rt, 0, 1, ordinal, step, opt.Plan)
+	rk, err := newCUDARank[float32](rt, 0, 1, ordinal, step, opt.Plan, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -265,7 +265,7 @@ func profileOps(rt *cuda.Runtime, ordinal int, opt ProfileOptions) ([]ClassTimin
 			if o.kernel == nil || len(o.kernel.Steps) == 0 {
 				continue
 			}
-			secs, err := ev.time(c, rk.stream, opt.Repeat, func() error { return rk.enqueue(c, o) })
+			secs, err := ev.time(c, rk.streams[computeStream], opt.Repeat, func() error { return rk.enqueue(c, i) })
 			if err != nil {
 				return fmt.Errorf("op %q (%s): %w", o.op.Name, o.op.Kind, err)
 			}
@@ -290,14 +290,14 @@ func profileOps(rt *cuda.Runtime, ordinal int, opt ProfileOptions) ([]ClassTimin
 			return fmt.Errorf("%d bytes for the bandwidth copy: %w", opt.MemBytes, err)
 		}
 		defer c.Free(dst)
-		if err := c.Memset(src, 0, opt.MemBytes, rk.stream); err != nil {
+		if err := c.Memset(src, 0, opt.MemBytes, rk.streams[computeStream]); err != nil {
 			return err
 		}
-		copyOnce := func() error { return c.CopyDtoD(dst, src, opt.MemBytes, rk.stream) }
+		copyOnce := func() error { return c.CopyDtoD(dst, src, opt.MemBytes, rk.streams[computeStream]) }
 		if err := copyOnce(); err != nil {
 			return err
 		}
-		secs, err := ev.time(c, rk.stream, opt.Repeat, copyOnce)
+		secs, err := ev.time(c, rk.streams[computeStream], opt.Repeat, copyOnce)
 		if err != nil {
 			return fmt.Errorf("bandwidth copy: %w", err)
 		}

@@ -75,6 +75,19 @@ func TestRunCUDAOnStandIn(t *testing.T) {
 			t.Errorf("step %d: cuda loss %v (%d device times), cpu %v", k+1, got[k].Loss, len(got[k].PerDevice), want[k].Loss)
 		}
 	}
+	// Collectives on the compute stream train the same.
+	code, out, errs = runCLIEnv(getenv, "run", pf, "--backend", "cuda", "--steps", "2", "--block", "32", "--one-stream", "--json")
+	if code != 0 {
+		t.Fatalf("cuda --one-stream: exit %d: %s", code, errs)
+	}
+	for k, s := range decode(out) {
+		if rel := math.Abs(s.Loss-want[k].Loss) / math.Abs(want[k].Loss); rel > 1e-5 {
+			t.Errorf("step %d: cuda --one-stream loss %v, cpu %v", k+1, s.Loss, want[k].Loss)
+		}
+	}
+	if code, _, errs := runCLI("run", pf, "--one-stream"); code != 2 || !strings.Contains(errs, "--one-stream needs --backend cuda") {
+		t.Errorf("--one-stream on the cpu backend: exit %d, stderr %q", code, errs)
+	}
 	code, out, errs = runCLIEnv(getenv, "run", pf, "--backend", "cuda", "--steps", "1", "--block", "32")
 	if code != 0 || !strings.Contains(out, "device 1: GPU 1 (Fake GPU 1)") || !strings.Contains(out, "per device: ") {
 		t.Errorf("cuda text: exit %d, stdout %q, stderr %q", code, out, errs)

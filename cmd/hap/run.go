@@ -20,19 +20,23 @@ import (
 )
 
 func runRun(e *env, args []string) error {
-	fs := flags(e, "run", "PLAN --backend cpu|cuda [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--json]")
+	fs := flags(e, "run", "PLAN --backend cpu|cuda [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--one-stream] [--json]")
 	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device; one process per GPU under torchrun-style or SLURM launcher variables)")
 	nproc := fs.Int("nproc", 0, "cuda: start N processes on this machine, one per plan device and GPU (like torchrun --nproc_per_node)")
 	steps := fs.Int("steps", 3, "training steps, each on hap train's synthetic batch (the losses match hap train's)")
 	dtype := fs.String("dtype", "float32", "float32 or float64")
 	block := fs.Int("block", 0, "cuda: threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
 	tf32 := fs.Bool("tf32", false, "cuda: let float32 GEMMs use TF32 tensor cores (faster, ~10-bit mantissa)")
+	oneStream := fs.Bool("one-stream", false, "cuda: run each GPU's collectives on its compute stream instead of overlapping them with computation on a stream of their own")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErr("want one plan file")
+	}
+	if *oneStream && *backend != "cuda" {
+		return usageErr("--one-stream needs --backend cuda (the CPU backend runs each device's ops one after another)")
 	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {
@@ -79,9 +83,10 @@ func runRun(e *env, args []string) error {
 			return err
 		}
 		co := executor.CUDAOptions{
-			Runtime: rt,
-			NCCL:    nccl.New(nccl.Options{Getenv: e.getenv}),
-			Plan:    cuda.PlanOptions{Block: *block, TF32: *tf32},
+			Runtime:   rt,
+			NCCL:      nccl.New(nccl.Options{Getenv: e.getenv}),
+			Plan:      cuda.PlanOptions{Block: *block, TF32: *tf32},
+			OneStream: *oneStream,
 		}
 		if job != nil {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
