@@ -12,7 +12,8 @@
 //     single-device training (Verify);
 //   - CUDA (cuda.go): one GPU per rank driven from this process, tensors in
 //     device memory placed by lifetime (arena.go), ops through package
-//     cuda's kernel/cuBLAS plans, collectives through package nccl.
+//     cuda's kernel/cuBLAS plans, collectives through package nccl on a
+//     communication stream that overlaps the compute stream (streams.go).
 //
 // executor imports ir, encode, lower, cpu, cuda and nccl; nothing imports
 // it but the command line and bench, and cuda and nccl never import it.
