@@ -8,6 +8,7 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/encode"
 	"hap/lower"
 	"hap/sim"
 )
@@ -235,5 +236,36 @@ func TestIssueOrdersAgreeWithTheSimulator(t *testing.T) {
 	t.Logf("issued %d refused %d", issued, refused)
 	if issued < 50 || refused < 50 {
 		t.Fatalf("%d programs issued, %d refused: the generator should give many of both", issued, refused)
+	}
+}
+
+// TestApplyPlanOrderNamesTheSwapThatHangs: a plan whose recorded order
+// cannot run is refused when it is applied, naming the swap that does it
+// (here a collective put before the one whose result it reads), and a
+// harmless swap beside it is not blamed.
+func TestApplyPlanOrderNamesTheSwapThatHangs(t *testing.T) {
+	p := &lower.Program{Devices: make([]lower.DeviceProgram, 2)}
+	for d := range p.Devices {
+		// c1; k reads it; c2 reads k; c3 reads nothing.
+		p.Devices[d].Instrs = []lower.Instr{collective(1, []int{0, 1}), kernelOn("k", 0), collective(2, []int{0, 1}, 1), collective(3, []int{0, 1})}
+	}
+	plan := &encode.Program{CommDigest: p.CollectiveDigest()}
+	cases := []struct {
+		swaps [][2]int
+		blame string // "" when the order runs
+	}{
+		{[][2]int{{2, 3}}, ""},
+		{[][2]int{{1, 2}}, "swap [1, 2] (all-reduce \"c1\" issued after all-reduce \"c2\") makes the order hang: device 0: "},
+		{[][2]int{{1, 2}, {1, 3}, {2, 3}}, "swap [1, 2] (all-reduce \"c1\" issued after all-reduce \"c2\") makes the order hang: device 0: "},
+	}
+	for _, tc := range cases {
+		plan.CommSwaps = tc.swaps
+		err := lower.ApplyPlanOrder(p, plan)
+		switch {
+		case tc.blame == "" && err != nil:
+			t.Errorf("swaps %v: %v", tc.swaps, err)
+		case tc.blame != "" && (err == nil || !strings.Contains(err.Error(), tc.blame) || !strings.Contains(err.Error(), "cannot be issued")):
+			t.Errorf("swaps %v: got %v, want it to say %q", tc.swaps, err, tc.blame)
+		}
 	}
 }

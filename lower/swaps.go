@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"hap/encode"
 )
@@ -122,7 +123,10 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 // CommSwaps), prog being p lowered. It refuses an order searched for other
 // collectives (CommDigest is not prog's CollectiveDigest: another build
 // lowered the plan otherwise, and its swaps may name other collectives)
-// rather than misread it. Without swaps it leaves prog in list order.
+// rather than misread it, and an order the devices cannot run to the end
+// (IssueOrders: a collective before one its input needs, or devices
+// waiting in different collectives for each other), naming the swaps that
+// make it hang. Without swaps it leaves prog in list order.
 func ApplyPlanOrder(prog *Program, p *encode.Program) error {
 	if len(p.CommSwaps) == 0 {
 		return nil
@@ -133,7 +137,59 @@ func ApplyPlanOrder(prog *Program, p *encode.Program) error {
 	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
 		return fmt.Errorf("plan comm_order: %w", err)
 	}
+	if _, err := prog.IssueOrders(); err != nil {
+		culprits := prog.hangingSwaps(p.CommSwaps)
+		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
+			panic(fmt.Sprintf("lower: swaps applied once no longer apply: %v", err))
+		}
+		switch {
+		case len(culprits) == 0:
+			return fmt.Errorf("plan comm_order: its %d swaps together make the order hang, though none does alone: %w", len(p.CommSwaps), err)
+		case len(culprits) == 1:
+			return fmt.Errorf("plan comm_order: swap %s makes the order hang: %w", prog.swapText(culprits[0]), err)
+		default:
+			texts := make([]string, len(culprits))
+			for i, s := range culprits {
+				texts[i] = prog.swapText(s)
+			}
+			return fmt.Errorf("plan comm_order: swaps %s each make the order hang; with all of them: %w", strings.Join(texts, ", "), err)
+		}
+	}
 	return nil
+}
+
+// hangingSwaps returns the swaps that make p's order hang on their own,
+// each applied alone to the list order. It leaves p in list order.
+func (p *Program) hangingSwaps(swaps []Swap) []Swap {
+	var out []Swap
+	for _, s := range swaps {
+		if p.ApplySwaps([]Swap{s}) != nil {
+			continue
+		}
+		if _, err := p.IssueOrders(); err != nil {
+			out = append(out, s)
+		}
+	}
+	for d := range p.Devices {
+		p.Devices[d].CommOrder = nil
+	}
+	return out
+}
+
+// swapText names a swap's collectives: "[3, 5] (all-gather "x" issued
+// after all-reduce "y")".
+func (p *Program) swapText(s Swap) string {
+	name := func(id int) string {
+		for d := range p.Devices {
+			for _, in := range p.Devices[d].Instrs {
+				if in.Comm != nil && in.Comm.ID == id {
+					return fmt.Sprintf("%s %q", in.Comm.Kind, in.Name)
+				}
+			}
+		}
+		return fmt.Sprint(id)
+	}
+	return fmt.Sprintf("[%d, %d] (%s issued after %s)", s[0], s[1], name(s[0]), name(s[1]))
 }
 
 // CollectiveDigest is a SHA-256 of p's collectives as swaps name them: each one's ID, kind, group
