@@ -621,6 +621,12 @@ func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], gr
 			return out, fmt.Errorf("uploading the step counter: %w", err)
 		}
 	}
+	// A synchronous copy from pageable memory may return before its DMA
+	// has landed, and it is ordered only with the legacy default stream,
+	// which the rank's streams do not wait for: wait for it here.
+	if err := c.Synchronize(); err != nil {
+		return out, fmt.Errorf("uploading the inputs: %w", err)
+	}
 	for i := range rk.ops {
 		if err := rk.enqueue(c, i); err != nil {
 			return out, fmt.Errorf("op %q (%s): %w", rk.ops[i].op.Name, rk.ops[i].op.Kind, err)
