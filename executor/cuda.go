@@ -131,7 +131,10 @@ type cudaRank[F cpu.Float] struct {
 	sched      streamSchedule
 	events     []cuda.Event
 	join       cuda.Event
-	steps      int
+	// lossWait is the compute-stream op that makes the loss, which a
+	// multi-process job's loss all-reduce waits for (noWait: none).
+	lossWait int
+	steps    int
 	// lossTotal: other ranks run in other processes, so each step
 	// all-reduces the loss, and every rank reads the job's total.
 	lossTotal bool
@@ -263,10 +266,12 @@ func newCUDARank[F cpu.Float](rt *cuda.Runtime, r, n, ordinal int, g *ir.Graph, 
 	if g.Train == nil {
 		return nil, fmt.Errorf("device %d: graph %q is not a training step", r, g.Name)
 	}
-	rk := &cudaRank[F]{rank: r, ordinal: ordinal, g: g, sched: scheduleStreams(g, oneStream)}
-	if m := rk.lossMaker(); m != noWait {
-		// A multi-process job's loss all-reduce waits for it.
-		rk.sched.record[m] = true
+	rk := &cudaRank[F]{rank: r, ordinal: ordinal, g: g, sched: scheduleStreams(g, oneStream), lossWait: noWait}
+	if g.Loss != ir.NoTensor {
+		if m := g.Tensors[g.Loss].Producer; m != ir.NoOp && rk.sched.stream[m] != commStream {
+			rk.lossWait = int(m)
+			rk.sched.record[m] = true
+		}
 	}
 	var workMax, sendMax, recvMax int64
 	rk.ops = make([]cudaOp, len(g.Ops))
@@ -637,7 +642,7 @@ func (rk *cudaRank[F]) step(c *cuda.Ctx, feed map[ir.TensorID]*cpu.Tensor[F], gr
 		// Each rank's loss is its part of the job's; the other parts are
 		// in other processes. NCCL calls keep to the communication stream,
 		// in one order on every rank.
-		if err := rk.waitFor(c, commStream, rk.lossMaker()); err != nil {
+		if err := rk.waitFor(c, commStream, rk.lossWait); err != nil {
 			return out, err
 		}
 		if err := rk.comm.AllReduce(c, rk.addr[g.Loss], rk.addr[g.Loss], 1, g.Tensors[g.Loss].DType, comm); err != nil {
@@ -727,23 +732,6 @@ func (rk *cudaRank[F]) waitFor(c *cuda.Ctx, st streamID, j int) error {
 		return nil
 	}
 	return c.WaitEvent(rk.streams[st], rk.events[j])
-}
-
-// lossMaker returns the op that makes the loss when it runs on the compute
-// stream and so must be waited for by the communication stream (noWait
-// otherwise). Its event is recorded (newCUDARank sees to it).
-func (rk *cudaRank[F]) lossMaker() int {
-	for i := len(rk.g.Ops) - 1; i >= 0; i-- {
-		for _, t := range rk.g.Ops[i].Outputs {
-			if t == rk.g.Loss {
-				if rk.sched.stream[i] == commStream {
-					return noWait
-				}
-				return i
-			}
-		}
-	}
-	return noWait
 }
 
 // Close destroys the communicators, frees device memory and closes the

@@ -189,8 +189,8 @@ func lowerAll(fwd *ir.Graph, p *encode.Program, opt Options) ([]*rank, error) {
 // the step is scheduled into the lowered program the order was searched
 // on (one instruction per op, at the op's index), the order is applied
 // there, and each device's single-queue issue order (lower's IssueOrders)
-// becomes its op order. IssueOrders refuses an order that would deadlock,
-// which a backend would otherwise hang on.
+// becomes its op order. ApplyPlanOrder refuses an order that would
+// deadlock, which a backend would otherwise hang on.
 func followOrder(ranks []*rank, p *encode.Program) error {
 	if len(p.CommSwaps) == 0 {
 		return nil
@@ -203,12 +203,9 @@ func followOrder(ranks []*rank, p *encode.Program) error {
 	if err != nil {
 		return err
 	}
-	if err := lower.ApplyPlanOrder(prog, p); err != nil {
-		return err
-	}
-	orders, err := prog.IssueOrders()
+	orders, err := lower.ApplyPlanOrder(prog, p)
 	if err != nil {
-		return fmt.Errorf("plan comm_order: %w", err)
+		return err
 	}
 	for r, rk := range ranks {
 		ops := make([]ir.OpID, len(orders[r]))

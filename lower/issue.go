@@ -6,8 +6,9 @@ import (
 )
 
 // IssueOrders returns, for every device, the order in which a runtime
-// with one queue per device (the CPU backend's goroutine, the CUDA
-// backend's stream) issues its instructions so as to keep both orders of
+// that issues from one queue per device (the CPU backend's goroutine; the
+// CUDA backend's host thread, enqueueing onto its two streams) issues its
+// instructions so as to keep both orders of
 // the two-stream execution model: kernels in list order, collectives in CommStream order
 // (the searched order, when CommOrder is set), each after its dependencies.
 // Of the two streams' next instructions, the one listed first is issued

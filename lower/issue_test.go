@@ -260,7 +260,7 @@ func TestApplyPlanOrderNamesTheSwapThatHangs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		plan.CommSwaps = tc.swaps
-		err := lower.ApplyPlanOrder(p, plan)
+		_, err := lower.ApplyPlanOrder(p, plan)
 		switch {
 		case tc.blame == "" && err != nil:
 			t.Errorf("swaps %v: %v", tc.swaps, err)

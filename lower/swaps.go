@@ -126,36 +126,39 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 // rather than misread it, and an order the devices cannot run to the end
 // (IssueOrders: a collective before one its input needs, or devices
 // waiting in different collectives for each other), naming the swaps that
-// make it hang. Without swaps it leaves prog in list order.
-func ApplyPlanOrder(prog *Program, p *encode.Program) error {
+// make it hang. It returns the devices' issue orders (IssueOrders), which a
+// one-queue runtime follows. Without swaps it leaves prog in list order and
+// returns no orders: the list is the issue order.
+func ApplyPlanOrder(prog *Program, p *encode.Program) ([][]int, error) {
 	if len(p.CommSwaps) == 0 {
-		return nil
+		return nil, nil
 	}
 	if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
-		return fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
+		return nil, fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
 	}
 	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-		return fmt.Errorf("plan comm_order: %w", err)
+		return nil, fmt.Errorf("plan comm_order: %w", err)
 	}
-	if _, err := prog.IssueOrders(); err != nil {
+	orders, err := prog.IssueOrders()
+	if err != nil {
 		culprits := prog.hangingSwaps(p.CommSwaps)
 		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
 			panic(fmt.Sprintf("lower: swaps applied once no longer apply: %v", err))
 		}
 		switch {
 		case len(culprits) == 0:
-			return fmt.Errorf("plan comm_order: its %d swaps together make the order hang, though none does alone: %w", len(p.CommSwaps), err)
+			return nil, fmt.Errorf("plan comm_order: its %d swaps together make the order hang, though none does alone: %w", len(p.CommSwaps), err)
 		case len(culprits) == 1:
-			return fmt.Errorf("plan comm_order: swap %s makes the order hang: %w", prog.swapText(culprits[0]), err)
+			return nil, fmt.Errorf("plan comm_order: swap %s makes the order hang: %w", prog.swapText(culprits[0]), err)
 		default:
 			texts := make([]string, len(culprits))
 			for i, s := range culprits {
 				texts[i] = prog.swapText(s)
 			}
-			return fmt.Errorf("plan comm_order: swaps %s each make the order hang; with all of them: %w", strings.Join(texts, ", "), err)
+			return nil, fmt.Errorf("plan comm_order: swaps %s each make the order hang; with all of them: %w", strings.Join(texts, ", "), err)
 		}
 	}
-	return nil
+	return orders, nil
 }
 
 // hangingSwaps returns the swaps that make p's order hang on their own,

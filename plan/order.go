@@ -66,7 +66,7 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 		if list, err = sim.Run(prog, m); err != nil {
 			return nil, err
 		}
-		if err := lower.ApplyPlanOrder(prog, p); err != nil {
+		if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
 			return nil, err
 		}
 	}

@@ -403,7 +403,7 @@ func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := lower.ApplyPlanOrder(prog, p); err != nil {
+	if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
 		return nil, nil, err
 	}
 	m, err := cost.New(in.Cluster, cost.Options{})
