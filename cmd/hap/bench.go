@@ -18,7 +18,7 @@ func runBench(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the rows as JSON on stdout")
 	limit := fs.Duration("time-limit", 0, "solver time limit per synthesis (plans then depend on the machine's speed)")
 	nodes := fs.Int("node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit; above it, with root cuts and strong branching)", plan.DefaultNodeLimit))
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "time-limit", "node-limit"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -26,9 +26,6 @@ func runBench(e *env, args []string) error {
 	}
 	if *suite == "" {
 		return usageErr("need --suite (%s)", strings.Join(bench.SuiteNames(), ", "))
-	}
-	if *limit < 0 || *nodes < 0 {
-		return usageErr("--time-limit and --node-limit must be positive")
 	}
 	cases, err := bench.Suite(*suite)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -130,12 +132,36 @@ func flags(e *env, name, usage string) *pflag.FlagSet {
 
 // parse parses args, turning flag errors into usage errors and --help into
 // printed help.
-func parse(fs *pflag.FlagSet, args []string) error {
+func parse(fs *pflag.FlagSet, args []string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err // pflag has printed the help
 		}
 		return usageErr("%v", err)
+	}
+	return explicitZero(fs, positive...)
+}
+
+// explicitZero refuses a flag among names that the command line set to
+// zero or less: those flags take 0 to mean "the default" only when left
+// out, and `--batch 0` asks for something else than the model's batch.
+func explicitZero(fs *pflag.FlagSet, names ...string) error {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic("hap: explicitZero: no flag --" + name) // a programmer error
+		}
+		if !f.Changed {
+			continue
+		}
+		v := f.Value.String()
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			continue
+		}
+		return usageErr("--%s %s: must be positive (leave it out for the default)", name, v)
 	}
 	return nil
 }

@@ -79,6 +79,16 @@ func TestBadInputGetsOneClearLine(t *testing.T) {
 		{[]string{"train", "--model", "nope"}, 1, `unknown model "nope"`},
 		{[]string{"train", "--model", broken}, 1, `tensors[0] ("x"): field "shape"`},
 		{[]string{"train", "--model", broken, "--batch", "3"}, 1, "broken.json"},
+		// 0 means "the default" only when the flag is left out.
+		{[]string{"train", "--model", "mlp-tiny", "--batch", "0"}, 2, "--batch 0: must be positive"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "0"}, 2, "--node-limit 0: must be positive"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--batch", "-3"}, 2, "--batch -3: must be positive"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--time-limit", "0s"}, 2, "--time-limit 0s: must be positive"},
+		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--experts", "0"}, 2, "--experts 0"},
+		{[]string{"bench", "--suite", "paper", "--node-limit", "-1"}, 2, "--node-limit -1"},
+		{[]string{"models", "export", "vit", "--batch", "0", "-o", "x"}, 2, "--batch 0"},
+		{[]string{"run", "p.json", "--nproc", "0"}, 2, "--nproc 0"},
+		{[]string{"profile", "-o", "x", "--block", "0"}, 2, "--block 0"},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)

@@ -49,7 +49,7 @@ func runModelsExport(e *env, args []string) error {
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
 	experts := fs.Int("experts", 0, "MoE experts (default: the model's)")
 	out := fs.StringP("output", "o", "", "output file ('-' for stdout)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "batch", "experts"); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -57,9 +57,6 @@ func runModelsExport(e *env, args []string) error {
 	}
 	if *out == "" {
 		return usageErr("missing -o FILE")
-	}
-	if *batch < 0 || *experts < 0 {
-		return usageErr("--batch and --experts must be positive")
 	}
 	if _, err := models.Lookup(fs.Arg(0)); err != nil {
 		return usageErr("%v", err)

@@ -44,6 +44,10 @@ type modelFlags struct {
 	anyOrderBound bool
 }
 
+// modelPositive names modelFlags' flags whose 0 means "the default", so
+// that set explicitly they must be positive (parse).
+func modelPositive() []string { return []string{"batch", "experts", "time-limit", "node-limit"} }
+
 func (m *modelFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
@@ -66,9 +70,6 @@ func (m *modelFlags) register(fs interface {
 func (m *modelFlags) build() (*plan.Plan, error) {
 	if m.model == "" || m.cluster == "" {
 		return nil, usageErr("need --model and --cluster")
-	}
-	if m.batch < 0 || m.experts < 0 || m.timeLimit < 0 || m.nodeLimit < 0 {
-		return nil, usageErr("--batch, --experts, --time-limit and --node-limit must be positive")
 	}
 	if !(m.memoryFraction > 0 && m.memoryFraction <= 1) {
 		return nil, usageErr("--memory-fraction %g: want a share of each device's memory, in (0, 1]", m.memoryFraction)
@@ -115,7 +116,7 @@ func runPlan(e *env, args []string) error {
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, modelPositive()...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -206,7 +207,7 @@ func runVerify(e *env, args []string) error {
 	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
 	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, modelPositive()...); err != nil {
 		return err
 	}
 	dt, err := ir.ParseDType(*dtype)

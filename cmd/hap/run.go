@@ -29,7 +29,7 @@ func runRun(e *env, args []string) error {
 	tf32 := fs.Bool("tf32", false, "cuda: let float32 GEMMs use TF32 tensor cores (faster, ~10-bit mantissa)")
 	oneStream := fs.Bool("one-stream", false, "cuda: run each GPU's collectives on its compute stream instead of overlapping them with computation on a stream of their own")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "nproc", "block"); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -171,7 +171,7 @@ func runProfile(e *env, args []string) error {
 	repeat := fs.Int("repeat", 5, "timed launches averaged per measurement")
 	block := fs.Int("block", 0, "threads per block of hap's kernels, a power of two in [32, 1024] (default 256)")
 	asJSON := fs.Bool("json", false, "print the measurements as JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "batch", "block"); err != nil {
 		return err
 	}
 	if *backend != "cuda" {

@@ -26,7 +26,7 @@ func runTrain(e *env, args []string) error {
 	lr := fs.Float64("lr", 1e-3, "learning rate")
 	seed := fs.Uint64("seed", 1, "seed for parameters and synthetic data")
 	asJSON := fs.Bool("json", false, "print JSON rows")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, "batch"); err != nil {
 		return err
 	}
 	if *model == "" {
