@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"hap/encode"
 	"hap/ir"
@@ -175,5 +176,33 @@ func TestAnyOrderBoundIsTheLPsAlone(t *testing.T) {
 	}
 	if failed.Bound != 0 || failed.Gap != 1 || failed.Status == milp.Optimal.String() || !failed.AnyOrder || failed.BoundFromLP {
 		t.Errorf("the LP failed: bound %g, gap %g, status %s, any-order %v, from the LP %v: want bound 0, gap 1, not optimal", failed.Bound, failed.Gap, failed.Status, failed.AnyOrder, failed.BoundFromLP)
+	}
+}
+
+// Under a time limit the joint MILP runs to the deadline, and the
+// transport LP beside it still gives the plan its bound: mlp-tiny on
+// paper-8, whose proof takes CBC over a thousand nodes, with 4 s. (Both
+// solves run in child processes there, and both used to take CBC's
+// process-wide lock: the LP waited for the joint MILP, past the deadline,
+// and the plan reported the joint MILP's bound alone — on gpt2 modern-24
+// with --time-limit 5m, none at all, where ten nodes report 0.262 s.)
+func TestTimeLimitedSearchKeepsTheLPBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs to a 4 s time limit")
+	}
+	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
+	starts := strategyStarts(g, c)
+	res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.Adam(1e-3), TimeLimit: 4 * time.Second, Starts: starts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transportModel, _ := res.Encoding.TransportMILP(res.Objective, encode.BoundOptions{})
+	transport := lpSeconds(t, transportModel)
+	t.Logf("plan %.4g ms, status %s, stopped by %v, bound %.4g ms (from the LP: %v); transport LP %.4g ms", 1e3*res.Objective, res.Status, res.StoppedBy, 1e3*res.Bound, res.BoundFromLP, 1e3*transport)
+	if res.Status == milp.Optimal.String() {
+		t.Skip("the joint MILP proved its plan within the limit: nothing here waits on it")
+	}
+	if res.Bound < transport*(1-exactTolerance) {
+		t.Errorf("bound %g s (from the LP: %v) for a plan of %g s under a time limit: want at least the transport LP's %g s", res.Bound, res.BoundFromLP, res.Objective, transport)
 	}
 }

@@ -14,7 +14,9 @@
 //     their abort on a NULL name cannot happen; Cbc_addRow would also abort on ranged rows, which
 //     Cbc_loadProblem takes as lower/upper pairs.
 //   - CBC is not thread-safe (its solver keeps global state), so all solves in the process are
-//     serialised by one package-level lock; Solve may be called from any number of goroutines.
+//     serialised by one package-level lock; Solve may be called from any number of goroutines. An
+//     isolated solve (Solver.Isolated) runs in a child process with CBC to itself and takes no lock,
+//     so it runs beside the in-process one.
 //   - CBC's log is switched off (Cbc_setLogLevel 0 and the "log"/"slogLevel" parameters 0), so
 //     nothing is printed on stdout; the tests check this.
 //   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
@@ -23,8 +25,8 @@
 //
 // # Cancellation
 //
-// CBC's C interface has no way to abort a running solve. Solve honours ctx before starting and while
-// waiting for the process-wide lock, and turns a ctx deadline into a time limit (the tighter of it
+// CBC's C interface has no way to abort a running solve in process. Solve honours ctx before starting
+// and while waiting for the process-wide lock (an isolated solve's child is killed when ctx ends), and turns a ctx deadline into a time limit (the tighter of it
 // and Options.TimeLimit), so a deadline stops the search and returns the incumbent. A cancellation
 // without a deadline takes effect only once the running solve ends.
 package cbc
@@ -80,36 +82,53 @@ func (s Solver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*mi
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cbc: %w", err)
 	}
+	if len(m.Cols) == 0 {
+		return solveEmpty(m), nil
+	}
+	if s.Isolated {
+		// The child has CBC to itself, so it takes no lock: an isolated
+		// solve runs beside an in-process one, or another isolated one
+		// (the synthesizer's bound LP beside its joint MILP). Holding the
+		// lock, the bound LP waited for the joint MILP to end, costing
+		// its whole time after it, and under a time limit it waited past
+		// the deadline and gave no bound at all.
+		limit, err := timeLimit(ctx, opt)
+		if err != nil {
+			return nil, err
+		}
+		return solveIsolated(ctx, m, opt, limit)
+	}
 	select {
 	case solveLock <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("cbc: waiting for the solver: %w", ctx.Err())
 	}
 	defer func() { <-solveLock }()
-
-	limit := opt.TimeLimit
-	if dl, ok := ctx.Deadline(); ok {
-		rem := time.Until(dl)
-		if rem <= 0 {
-			return nil, fmt.Errorf("cbc: %w", context.DeadlineExceeded)
-		}
-		if limit == 0 || rem < limit {
-			limit = rem
-		}
-	}
-	if len(m.Cols) == 0 {
-		return solveEmpty(m), nil
-	}
-	if s.Isolated {
-		// The child has CBC to itself, but the lock still bounds this
-		// program to one solve at a time, as in process.
-		return solveIsolated(ctx, m, opt, limit)
+	limit, err := timeLimit(ctx, opt) // after the wait for the lock
+	if err != nil {
+		return nil, err
 	}
 	// CBC runs on this thread for the whole solve; keep the goroutine there so that nothing else
 	// is scheduled onto a thread that is deep in C (not required for correctness).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return solve(m, opt, limit)
+}
+
+// timeLimit is CBC's time limit for a solve starting now: opt's, or
+// what is left of ctx's deadline if that is sooner (0: none).
+func timeLimit(ctx context.Context, opt milp.Options) (time.Duration, error) {
+	limit := opt.TimeLimit
+	if dl, ok := ctx.Deadline(); ok {
+		rem := time.Until(dl)
+		if rem <= 0 {
+			return 0, fmt.Errorf("cbc: %w", context.DeadlineExceeded)
+		}
+		if limit == 0 || rem < limit {
+			limit = rem
+		}
+	}
+	return limit, nil
 }
 
 // solveEmpty handles a model without columns, which CBC does not accept: every row's activity is 0.

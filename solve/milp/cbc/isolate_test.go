@@ -88,3 +88,20 @@ func TestWatchParentExitsWhenOrphaned(t *testing.T) {
 		t.Fatal("watchParent did not exit when the parent changed")
 	}
 }
+
+// An isolated solve does not wait for an in-process one: its child has
+// CBC to itself. (It used to take the process-wide lock, so the
+// synthesizer's bound LP waited for the joint MILP and, under a time
+// limit, past its deadline.)
+func TestIsolatedRunsBesideAnInProcessSolve(t *testing.T) {
+	solveLock <- struct{}{} // an in-process solve under way
+	defer func() { <-solveLock }()
+	// The deadline is only how long the test waits for the answer: a
+	// solve that waited for the lock would fail with it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Solver{Isolated: true}.Solve(ctx, knapsack([]float64{3, 4, 5}, []float64{4, 5, 6}, 8), milp.Options{})
+	if err != nil || res.Status != milp.Optimal || res.Objective != 10 {
+		t.Fatalf("isolated solve while the lock is held: %+v, %v; want optimal 10", res, err)
+	}
+}
