@@ -191,6 +191,24 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		limit = stepCap
 	}
 	model, vars := e.MILPBelow(limit)
+	// The bound's LP, beside Polish and the joint MILP (on the core their
+	// in-process solves leave), when there is a plan to bound the step by
+	// and the search may stop short of proving it optimal. Started before
+	// Polish, it bounds the step by the best start's cost rather than the
+	// polished one's, as the joint MILP's model does.
+	var bound *pendingBound
+	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
+		var bctx context.Context
+		var cancel context.CancelFunc
+		if deadline.IsZero() {
+			bctx, cancel = context.WithCancel(ctx)
+		} else {
+			// Killed at the deadline: its LP does not watch a clock.
+			bctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		defer cancel() // on an early return, its child process goes too
+		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver)
+	}
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
 		// The program step (escape) only when a time limit leaves room for
@@ -206,21 +224,6 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
 	seed, seedCost := bestStart(e, seeds, timelineCost)
-	// The bound's LP, beside the joint MILP, when there is a plan to bound
-	// the step by and the search may stop short of proving it optimal.
-	var bound *pendingBound
-	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
-		var bctx context.Context
-		var cancel context.CancelFunc
-		if deadline.IsZero() {
-			bctx, cancel = context.WithCancel(ctx)
-		} else {
-			// Killed at the deadline: its LP does not watch a clock.
-			bctx, cancel = context.WithDeadline(ctx, deadline)
-		}
-		defer cancel() // on an early return, its child process goes too
-		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver)
-	}
 	// Node-limited, the root does no cuts, and no heuristics when there is
 	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
 	// Polish had not); without one, the feasibility pump alone, for
