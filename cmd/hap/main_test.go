@@ -86,9 +86,9 @@ func TestBadInputGetsOneClearLine(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--time-limit", "0s"}, 2, "--time-limit 0s: must be positive"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--experts", "0"}, 2, "--experts 0"},
 		{[]string{"bench", "--suite", "paper", "--node-limit", "-1"}, 2, "--node-limit -1"},
-		{[]string{"models", "export", "vit", "--batch", "0", "-o", "x"}, 2, "--batch 0"},
-		{[]string{"run", "p.json", "--nproc", "0"}, 2, "--nproc 0"},
-		{[]string{"profile", "-o", "x", "--block", "0"}, 2, "--block 0"},
+		{[]string{"models", "export", "vit", "--batch", "0", "-o", filepath.Join(dir, "x.json")}, 2, "--batch 0"},
+		{[]string{"run", filepath.Join(dir, "p.json"), "--nproc", "0"}, 2, "--nproc 0"},
+		{[]string{"profile", "-o", filepath.Join(dir, "p.json"), "--block", "0"}, 2, "--block 0"},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)
