@@ -26,9 +26,10 @@
 // # Cancellation
 //
 // CBC's C interface has no way to abort a running solve in process. Solve honours ctx before starting
-// and while waiting for the process-wide lock (an isolated solve's child is killed when ctx ends), and turns a ctx deadline into a time limit (the tighter of it
-// and Options.TimeLimit), so a deadline stops the search and returns the incumbent. A cancellation
-// without a deadline takes effect only once the running solve ends.
+// and while waiting for the process-wide lock, and turns a ctx deadline into a time limit (the tighter
+// of it and Options.TimeLimit), so a deadline stops the search and returns the incumbent. A
+// cancellation without a deadline takes effect only once the running solve ends, except in an
+// isolated solve, whose child process is killed when ctx ends.
 package cbc
 
 /*
