@@ -476,22 +476,35 @@ func TestBoundCaveat(t *testing.T) {
 	}
 }
 
-// Explain points a search the default ten bare nodes stopped at the
-// node limit that would tighten its bound, and only that search.
-func TestBareNodesNote(t *testing.T) {
-	search := func(v string) []plan.Software { return []plan.Software{{Name: plan.SearchOption, Version: v}} }
+// Explain points a search whose stop left it the joint MILP's own bound
+// at what would tighten it: the default ten bare nodes at a node limit
+// that runs cuts, a time limit that stopped the transport LP at a longer
+// one; and only those searches.
+func TestStoppedNote(t *testing.T) {
+	opts := func(search, bound string) []plan.Software {
+		o := []plan.Software{{Name: plan.SearchOption, Version: search}}
+		if bound != "" {
+			o = append(o, plan.Software{Name: plan.BoundOption, Version: bound})
+		}
+		return o
+	}
+	const bare, thorough = "no cuts, no heuristics, no strong branching", "cuts, heuristics, strong branching"
 	for _, c := range []struct {
 		sol  plan.Solver
 		want string
 	}{
-		{plan.Solver{StoppedBy: "node limit", Options: search("no cuts, no heuristics, no strong branching")}, "--node-limit above 10"},
-		{plan.Solver{StoppedBy: "node limit", Options: search("cuts, no heuristics, strong branching")}, ""},
-		{plan.Solver{StoppedBy: "time limit", Options: search("no cuts, no heuristics, no strong branching")}, ""},
+		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, plan.BoundByMILP)}, "--node-limit above 10"},
+		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, plan.BoundByLP)}, ""},
+		{plan.Solver{StoppedBy: "node limit", Options: opts("cuts, no heuristics, strong branching", plan.BoundByMILP)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByMILP)}, "a longer --time-limit"},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLPAnyOrder)}, ""},
 		{plan.Solver{StoppedBy: "node limit"}, ""}, // a plan from before the record
+		{plan.Solver{StoppedBy: "solver failure", Options: opts(thorough, plan.BoundByMILP)}, ""},
 	} {
-		got := bareNodesNote(c.sol)
+		got := stoppedNote(c.sol)
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
-			t.Errorf("%s, %q: bareNodesNote = %q, want %q", c.sol.StoppedBy, c.sol.Search(), got, c.want)
+			t.Errorf("%s, %q: stoppedNote = %q, want %q", c.sol.StoppedBy, c.sol.Options, got, c.want)
 		}
 	}
 }
