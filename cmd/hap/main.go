@@ -155,13 +155,20 @@ func explicitZero(fs *pflag.FlagSet, names ...string) error {
 			continue
 		}
 		v := f.Value.String()
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			continue
+		var positive bool
+		switch f.Value.Type() {
+		case "int":
+			n, err := strconv.Atoi(v)
+			positive = err == nil && n > 0
+		case "duration":
+			d, err := time.ParseDuration(v)
+			positive = err == nil && d > 0
+		default:
+			panic("hap: explicitZero: --" + name + " is a " + f.Value.Type()) // a programmer error
 		}
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			continue
+		if !positive {
+			return usageErr("--%s %s: must be positive (leave it out for the default)", name, v)
 		}
-		return usageErr("--%s %s: must be positive (leave it out for the default)", name, v)
 	}
 	return nil
 }
