@@ -247,8 +247,8 @@ func (s Solver) Tied() Ties {
 const UntieOption = "untie"
 
 // SearchOption names, in Solver.Options, the joint MILP's search settings
-// (milp.Options.Search): "no cuts, no heuristics, no strong branching"
-// for the default ten nodes.
+// (milp.Options.Search): "no cuts, no heuristics, no strong branching, no
+// presolve" for the default ten nodes.
 const SearchOption = "joint-milp-search"
 
 // Search is the joint MILP's search settings (SearchOption); "" for a

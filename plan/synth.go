@@ -459,8 +459,8 @@ const PaperSafetyLimit = 30 * time.Second
 // limit is given: small cases are solved to optimality well within it;
 // on large ones the search stops with the best plan found, its proven
 // bound and gap, after the same work on any machine. These ten nodes are
-// bare (no cuts, no strong branching): a node limit above it asks for the
-// proof and gets them (solve.Options.Thorough).
+// bare (no cuts, no strong branching, no root presolve): a node limit
+// above it asks for the proof and gets them (solve.Options.Thorough).
 const DefaultNodeLimit = 10
 
 // fits reports whether every device's simulated peak memory fits it.

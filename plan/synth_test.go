@@ -217,7 +217,7 @@ func TestANodeLimitAboveTheDefaultSearchesThoroughly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pl.Solver.Search(), "no cuts, no heuristics, no strong branching"; got != want {
+	if got, want := pl.Solver.Search(), "no cuts, no heuristics, no strong branching, no presolve"; got != want {
 		t.Fatalf("default search %q, want %q", got, want)
 	}
 }

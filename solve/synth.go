@@ -234,9 +234,17 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// timeline LP, ~1 s a node on bert-base paper-64, and the ten nodes
 	// from Polish's plan found nothing it had not (the trials do pay off
 	// inside Polish's smaller pinned solves, which keep them).
+	// And the root LP is solved without CBC's LP presolve: with the rest
+	// off, that LP is most of the ten nodes' work (gpt2 on modern-24: 6.7
+	// of 7.8 s), and unpresolved it took a third less time, with the same
+	// plans and bounds on the paper and modern cases measured (joint MILP,
+	// 2 cores: gpt2 modern-24 7.7 → 5.7 s, bert-base paper-16 4.8 → 3.0 s,
+	// vit paper-16 4.6 → 2.8 s, bert-moe paper-8 19.9 → 11.6 s). Polish's
+	// pinned solves keep it: on gpt2 they got slower without it (0.7 →
+	// 0.9 s), and presolve is cheap where most columns are pinned.
 	bare := opt.NodeLimit > 0 && !opt.Thorough
 	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit,
-		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: bare && seed != nil}
+		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: bare && seed != nil, NoPresolve: bare && seed != nil}
 	if opt.NodeLimit > 0 && seed == nil {
 		// With no start, the root alone can take minutes (below): no
 		// cuts or strong branching, thorough or not.

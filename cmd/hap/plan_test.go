@@ -488,7 +488,7 @@ func TestStoppedNote(t *testing.T) {
 		}
 		return o
 	}
-	const bare, thorough = "no cuts, no heuristics, no strong branching", "cuts, heuristics, strong branching"
+	const bare, thorough = "no cuts, no heuristics, no strong branching, no presolve", "cuts, heuristics, strong branching"
 	for _, c := range []struct {
 		sol  plan.Solver
 		want string

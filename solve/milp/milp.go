@@ -230,12 +230,20 @@ type Options struct {
 	// solves of candidate branches: far cheaper nodes on large models, where a node limit
 	// leaves no room for the trials to pay off.
 	NoStrongBranching bool
+	// NoPresolve solves the root LP of a model with integer columns as loaded, without first
+	// presolving it (the backend's LP presolve; integer preprocessing is a separate matter).
+	// On the synthesizer's timeline MILPs with a start and few nodes, the root LP is most of
+	// the work and presolving it costs more than it saves. A model without integer columns is
+	// solved as it always is.
+	NoPresolve bool
 }
 
 // Search says which of the search's parts o leaves on, in a fixed form for
 // the records: "cuts, heuristics, strong branching", each part that is off
 // named so ("no cuts"), and the feasibility pump's passes in place of the
-// heuristics when it is the only one.
+// heuristics when it is the only one. An LP presolve left out adds ", no
+// presolve" (it is on in every other search, and older plans do not
+// mention it).
 func (o *Options) Search() string {
 	part := func(off bool, name string) string {
 		if off {
@@ -247,7 +255,11 @@ func (o *Options) Search() string {
 	if o.PumpPasses > 0 {
 		heur = fmt.Sprintf("feasibility pump (%d passes)", o.PumpPasses)
 	}
-	return part(o.NoCuts, "cuts") + ", " + heur + ", " + part(o.NoStrongBranching, "strong branching")
+	s := part(o.NoCuts, "cuts") + ", " + heur + ", " + part(o.NoStrongBranching, "strong branching")
+	if o.NoPresolve {
+		s += ", no presolve"
+	}
+	return s
 }
 
 // Validate checks o against m. Errors wrap ErrInvalid.

@@ -232,56 +232,17 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 
 	// Quiet: the model's log level, and the equivalent command-line parameters for CbcMain1.
 	C.Cbc_setLogLevel(model, 0)
-	setParam(model, &strs, "log", "0")
-	setParam(model, &strs, "slogLevel", "0")
 	if limit > 0 {
-		secs := limit.Seconds()
-		C.Cbc_setMaximumSeconds(model, C.double(secs))
-		setParam(model, &strs, "seconds", strconv.FormatFloat(secs, 'f', -1, 64))
+		C.Cbc_setMaximumSeconds(model, C.double(limit.Seconds()))
 	}
 	if opt.NodeLimit > 0 {
 		C.Cbc_setMaximumNodes(model, C.int(opt.NodeLimit))
-		setParam(model, &strs, "maxNodes", strconv.Itoa(opt.NodeLimit))
 	}
 	if opt.RelGap > 0 {
 		C.Cbc_setAllowableFractionGap(model, C.double(opt.RelGap))
-		setParam(model, &strs, "ratioGap", strconv.FormatFloat(opt.RelGap, 'g', -1, 64))
 	}
-	if opt.Threads > 1 {
-		// 100+n: n threads with a repeatable search (CBC's convention).
-		setParam(model, &strs, "threads", strconv.Itoa(100+opt.Threads))
-	}
-	// No integer preprocessing, ever. CBC 2.10.8's preprocessing
-	// segfaults in Cbc_solve when a MIP start meets it on some models
-	// (reproduced deterministically: the synthesizer's timeline MILP of
-	// bert-base-tiny on paper-16), crashed on models with many pinned
-	// columns, and once left the heap corrupt so that a later
-	// Cbc_newModel threw std::bad_alloc (the exhaustive test, solving
-	// pinned models without starts). Our models are small enough to
-	// solve without it.
-	setParam(model, &strs, "preprocess", "off")
-	// A primal feasibility tolerance of 1e-9, not CBC's 1e-7: the
-	// planner's big-M rows (M up to twice the step, in 0.1 µs units) left
-	// CBC proving "optimal" a plan 0.07% slower than one it had cut off
-	// (two of the exhaustive oracle's 200 cases, once the backward
-	// timeline gained its overlap rows); with 1e-9 all 200 match.
-	setParam(model, &strs, "primalTolerance", "1e-9")
-	// Cut generation and the primal heuristics dominate the root of the
-	// synthesizer's large models (seconds per pass, 6 s of 7 on
-	// vgg19-tiny's); without them a node limit bounds the work.
-	if opt.NoCuts {
-		setParam(model, &strs, "cuts", "off")
-	}
-	if opt.NoHeuristics {
-		setParam(model, &strs, "heur", "off")
-	}
-	if opt.NoStrongBranching {
-		setParam(model, &strs, "strongBranching", "0")
-	}
-	if opt.PumpPasses > 0 {
-		setParam(model, &strs, "heur", "off")
-		setParam(model, &strs, "feas", "on")
-		setParam(model, &strs, "passF", strconv.Itoa(opt.PumpPasses))
+	for _, p := range parameters(opt, limit) {
+		C.Cbc_setParameter(model, strs.add(p[0]), strs.add(p[1]))
 	}
 	if len(opt.Start) > 0 {
 		idx := make([]C.int, 0, len(opt.Start))
@@ -306,8 +267,64 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	return res, nil
 }
 
-func setParam(model unsafe.Pointer, strs *cstrings, name, value string) {
-	C.Cbc_setParameter(model, strs.add(name), strs.add(value))
+// parameters are the command-line parameters CbcMain1 gets for a solve
+// under opt, limit the time left (0: none), in the order given.
+func parameters(opt milp.Options, limit time.Duration) [][2]string {
+	var ps [][2]string
+	set := func(name, value string) { ps = append(ps, [2]string{name, value}) }
+	set("log", "0")
+	set("slogLevel", "0")
+	if limit > 0 {
+		set("seconds", strconv.FormatFloat(limit.Seconds(), 'f', -1, 64))
+	}
+	if opt.NodeLimit > 0 {
+		set("maxNodes", strconv.Itoa(opt.NodeLimit))
+	}
+	if opt.RelGap > 0 {
+		set("ratioGap", strconv.FormatFloat(opt.RelGap, 'g', -1, 64))
+	}
+	if opt.Threads > 1 {
+		// 100+n: n threads with a repeatable search (CBC's convention).
+		set("threads", strconv.Itoa(100+opt.Threads))
+	}
+	// No integer preprocessing, ever. CBC 2.10.8's preprocessing
+	// segfaults in Cbc_solve when a MIP start meets it on some models
+	// (reproduced deterministically: the synthesizer's timeline MILP of
+	// bert-base-tiny on paper-16), crashed on models with many pinned
+	// columns, and once left the heap corrupt so that a later
+	// Cbc_newModel threw std::bad_alloc (the exhaustive test, solving
+	// pinned models without starts). Our models are small enough to
+	// solve without it.
+	set("preprocess", "off")
+	// A primal feasibility tolerance of 1e-9, not CBC's 1e-7: the
+	// planner's big-M rows (M up to twice the step, in 0.1 µs units) left
+	// CBC proving "optimal" a plan 0.07% slower than one it had cut off
+	// (two of the exhaustive oracle's 200 cases, once the backward
+	// timeline gained its overlap rows); with 1e-9 all 200 match.
+	set("primalTolerance", "1e-9")
+	// Cut generation and the primal heuristics dominate the root of the
+	// synthesizer's large models (seconds per pass, 6 s of 7 on
+	// vgg19-tiny's); without them a node limit bounds the work.
+	if opt.NoCuts {
+		set("cuts", "off")
+	}
+	if opt.NoHeuristics {
+		set("heur", "off")
+	}
+	if opt.NoStrongBranching {
+		set("strongBranching", "0")
+	}
+	if opt.NoPresolve {
+		// CbcMain1's LP presolve of the root; a pure LP is solved by
+		// Clp's initialSolve, which these parameters do not reach.
+		set("presolve", "off")
+	}
+	if opt.PumpPasses > 0 {
+		set("heur", "off")
+		set("feas", "on")
+		set("passF", strconv.Itoa(opt.PumpPasses))
+	}
+	return ps
 }
 
 // cbcHuge: CBC reports "no bound" as ±DBL_MAX (or other huge values); anything beyond this is

@@ -570,3 +570,39 @@ func TestMemoryFlat(t *testing.T) {
 		t.Errorf("RSS grew by %d KiB over %d solves, bound %d KiB", (after-before)/1024, rssSolves, maxRSSGrowth/1024)
 	}
 }
+
+// Each option reaches CbcMain1 as the parameter that does what it says,
+// and only when set; integer preprocessing is off and the tight primal
+// tolerance on in every solve.
+func TestParametersFollowTheOptions(t *testing.T) {
+	has := func(ps [][2]string, name, value string) bool {
+		return slices.Contains(ps, [2]string{name, value})
+	}
+	always := [][2]string{{"log", "0"}, {"slogLevel", "0"}, {"preprocess", "off"}, {"primalTolerance", "1e-9"}}
+	for _, c := range []struct {
+		opt   milp.Options
+		limit time.Duration
+		want  [][2]string
+		not   []string
+	}{
+		{milp.Options{}, 0, nil, []string{"seconds", "maxNodes", "ratioGap", "threads", "cuts", "heur", "strongBranching", "presolve", "feas"}},
+		{milp.Options{NoPresolve: true}, 0, [][2]string{{"presolve", "off"}}, []string{"cuts", "heur", "strongBranching"}},
+		{milp.Options{NoCuts: true, NoHeuristics: true, NoStrongBranching: true}, 0, [][2]string{{"cuts", "off"}, {"heur", "off"}, {"strongBranching", "0"}}, []string{"presolve"}},
+		{milp.Options{NodeLimit: 10, RelGap: 0.01, Threads: 2}, 1500 * time.Millisecond, [][2]string{{"maxNodes", "10"}, {"ratioGap", "0.01"}, {"threads", "102"}, {"seconds", "1.5"}}, nil},
+		{milp.Options{PumpPasses: 30}, 0, [][2]string{{"heur", "off"}, {"feas", "on"}, {"passF", "30"}}, nil},
+	} {
+		ps := parameters(c.opt, c.limit)
+		for _, p := range append(slices.Clone(always), c.want...) {
+			if !has(ps, p[0], p[1]) {
+				t.Errorf("%+v: parameters %v lack %s %s", c.opt, ps, p[0], p[1])
+			}
+		}
+		for _, name := range c.not {
+			for _, p := range ps {
+				if p[0] == name {
+					t.Errorf("%+v: parameters %v set %s", c.opt, ps, name)
+				}
+			}
+		}
+	}
+}
