@@ -243,8 +243,9 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// pinned solves keep it: on gpt2 they got slower without it (0.7 →
 	// 0.9 s), and presolve is cheap where most columns are pinned.
 	bare := opt.NodeLimit > 0 && !opt.Thorough
+	bareFromStart := bare && seed != nil
 	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit,
-		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: bare && seed != nil, NoPresolve: bare && seed != nil}
+		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: bareFromStart, NoPresolve: bareFromStart}
 	if opt.NodeLimit > 0 && seed == nil {
 		// With no start, the root alone can take minutes (below): no
 		// cuts or strong branching, thorough or not.

@@ -575,9 +575,6 @@ func TestMemoryFlat(t *testing.T) {
 // and only when set; integer preprocessing is off and the tight primal
 // tolerance on in every solve.
 func TestParametersFollowTheOptions(t *testing.T) {
-	has := func(ps [][2]string, name, value string) bool {
-		return slices.Contains(ps, [2]string{name, value})
-	}
 	always := [][2]string{{"log", "0"}, {"slogLevel", "0"}, {"preprocess", "off"}, {"primalTolerance", "1e-9"}}
 	for _, c := range []struct {
 		opt   milp.Options
@@ -593,7 +590,7 @@ func TestParametersFollowTheOptions(t *testing.T) {
 	} {
 		ps := parameters(c.opt, c.limit)
 		for _, p := range append(slices.Clone(always), c.want...) {
-			if !has(ps, p[0], p[1]) {
+			if !slices.Contains(ps, p) {
 				t.Errorf("%+v: parameters %v lack %s %s", c.opt, ps, p[0], p[1])
 			}
 		}
