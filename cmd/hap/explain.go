@@ -21,8 +21,9 @@ import (
 )
 
 func runExplain(e *env, args []string) error {
-	fs := flags(e, "explain", "PLAN [--ops]")
+	fs := flags(e, "explain", "PLAN [--ops] [--each-layer]")
 	ops := fs.Bool("ops", false, "list every op's rule and layouts")
+	eachLayer := fs.Bool("each-layer", false, "list every collective on its own row, not one row for identical layers'")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -37,10 +38,10 @@ func runExplain(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return explain(e.stdout, pl, in, p, *ops)
+	return explain(e.stdout, pl, in, p, *ops, *eachLayer)
 }
 
-func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps bool) error {
+func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps, eachLayer bool) error {
 	g := in.Graph
 	// The program is lowered (and a searched order checked) before
 	// anything is printed: a bad order is one error, not half a report.
@@ -125,13 +126,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		tw.Flush()
 	}
 
-	fmt.Fprintf(w, "\nCommunication in the forward program (backward adds each one's adjoint):\n")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	if p.Mesh != nil {
-		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
-	} else {
-		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
-	}
+	var rows []tableRow
 	for i := range p.Instrs {
 		ins := &p.Instrs[i]
 		if ins.Kind != encode.Comm || !ir.IsCollective(ins.Collective) {
@@ -140,11 +135,30 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		t := &g.Tensors[ins.Tensor]
 		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
 		chosen, alt, altName := collectiveCosts(m, p, i, t)
+		layouts := ins.From.String() + "→" + ins.To.String()
+		cells := []string{string(ins.Collective), layouts, figure(mb), orDash(ins.Method), figure(chosen*1e3) + " ms", altText(altName, alt)}
 		if p.Mesh != nil {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s→%s\t%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.Axis, ins.From, ins.To, ins.Other, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
-			continue
+			cells = []string{string(ins.Collective), ins.Axis.String(), layouts, ins.Other.String(), figure(mb), orDash(ins.Method), figure(chosen*1e3) + " ms", altText(altName, alt)}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t%s\t%s\t%s ms\t%s\n", t.Name, ins.Collective, ins.From, ins.To, figure(mb), orDash(ins.Method), figure(chosen*1e3), altText(altName, alt))
+		rows = append(rows, tableRow{name: t.Name, cells: cells})
+	}
+	merged := rows
+	if !eachLayer {
+		merged = mergeLayerRows(rows)
+	}
+	fmt.Fprintf(w, "\nCommunication in the forward program (backward adds each one's adjoint)")
+	if len(merged) < len(rows) {
+		fmt.Fprintf(w, "; %d collectives, identical layers' on one row (--each-layer lists them one by one)", len(rows))
+	}
+	fmt.Fprintln(w, ":")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	if p.Mesh != nil {
+		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
+	} else {
+		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
+	}
+	for _, r := range merged {
+		fmt.Fprintf(tw, "  %s\t%s\n", r.name, strings.Join(r.cells, "\t"))
 	}
 	tw.Flush()
 	explainOrder(w, pl, ordered, orderBound)

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+)
+
+// A tableRow is one row of a report table: the name of what it is about
+// and the rest of its cells, already formatted.
+type tableRow struct {
+	name  string
+	cells []string
+}
+
+// mergeLayerRows merges the rows of identical repeated layers into one.
+// Two rows merge when their names differ only in their first number (the
+// layer index of "layer3.attn.q.w") and every other cell reads the same:
+// the twelve all-gathers of a BERT layer's query weight, all padded at the
+// same cost, are one row "layer0–11.attn.q.w ×12". A row whose cells differ
+// in one layer (the last layer's output, read by the head) stays its own.
+// Merged rows print where their first member stood, so the table keeps
+// program order. Nothing is dropped: each merged row names the layers it
+// stands for and how many rows.
+func mergeLayerRows(rows []tableRow) []tableRow {
+	type group struct {
+		at           int // index of the merged row in out
+		prefix, tail string
+		layers       []int
+		count        int
+	}
+	var out []tableRow
+	groups := map[string]*group{}
+	var order []*group
+	for _, r := range rows {
+		prefix, n, tail, ok := firstNumber(r.name)
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		key := prefix + "\x00" + tail + "\x00" + strings.Join(r.cells, "\x00")
+		g := groups[key]
+		if g == nil {
+			g = &group{at: len(out), prefix: prefix, tail: tail}
+			groups[key] = g
+			order = append(order, g)
+			out = append(out, r)
+		}
+		g.count++
+		if len(g.layers) == 0 || g.layers[len(g.layers)-1] != n {
+			g.layers = append(g.layers, n)
+		}
+	}
+	for _, g := range order {
+		if g.count > 1 {
+			out[g.at].name = g.prefix + numberSet(g.layers) + g.tail + " ×" + strconv.Itoa(g.count)
+		}
+	}
+	return out
+}
+
+// firstNumber splits name around its first run of decimal digits.
+func firstNumber(name string) (prefix string, n int, tail string, ok bool) {
+	i := strings.IndexAny(name, "0123456789")
+	if i < 0 {
+		return "", 0, "", false
+	}
+	j := i
+	for j < len(name) && name[j] >= '0' && name[j] <= '9' {
+		j++
+	}
+	n, err := strconv.Atoi(name[i:j])
+	if err != nil || strconv.Itoa(n) != name[i:j] {
+		// Too long, or a leading zero ("fc01") that printing n back would
+		// change: such a name is not merged.
+		return "", 0, "", false
+	}
+	return name[:i], n, name[j:], true
+}
+
+// numberSet writes the layer numbers as ranges: "0–11" alone, "{0–3,5}"
+// when there is more than one range. The numbers arrive in program order;
+// a set that is not increasing is listed as it came.
+func numberSet(ns []int) string {
+	var parts []string
+	for i := 0; i < len(ns); {
+		j := i
+		for j+1 < len(ns) && ns[j+1] == ns[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, strconv.Itoa(ns[i])+"–"+strconv.Itoa(ns[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(ns[i]))
+		}
+		i = j + 1
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}

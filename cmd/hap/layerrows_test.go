@@ -1,0 +1,112 @@
+package main
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestMergeLayerRows(t *testing.T) {
+	row := func(name string, cells ...string) tableRow { return tableRow{name: name, cells: cells} }
+	cases := []struct {
+		name string
+		in   []tableRow
+		want []string // each output row, name and cells joined by "|"
+	}{
+		{
+			name: "identical layers merge where the first stood",
+			in: []tableRow{
+				row("wte", "all_gather", "104 ms"),
+				row("layer0.q.w", "all_gather", "1.76 ms"), row("layer0.fc1.w", "all_gather", "6.53 ms"),
+				row("layer1.q.w", "all_gather", "1.76 ms"), row("layer1.fc1.w", "all_gather", "6.53 ms"),
+				row("layer2.q.w", "all_gather", "1.76 ms"), row("layer2.fc1.w", "all_gather", "6.53 ms"),
+				row("ln_f", "all_gather", "0.1 ms"),
+			},
+			want: []string{"wte|all_gather|104 ms", "layer0–2.q.w ×3|all_gather|1.76 ms", "layer0–2.fc1.w ×3|all_gather|6.53 ms", "ln_f|all_gather|0.1 ms"},
+		},
+		{
+			// The last layer's output is read by the head and changes
+			// layout differently: it keeps a row of its own.
+			name: "a layer whose cells differ stays apart",
+			in: []tableRow{
+				row("layer0.out", "reduce_scatter", "padded"), row("layer1.out", "reduce_scatter", "padded"),
+				row("layer2.out", "all_reduce", "-"), row("layer3.out", "reduce_scatter", "padded"),
+			},
+			want: []string{"layer{0–1,3}.out ×3|reduce_scatter|padded", "layer2.out|all_reduce|-"},
+		},
+		{
+			name: "only the first number is the layer",
+			in:   []tableRow{row("layer0.fc1.w", "x"), row("layer0.fc2.w", "x"), row("layer1.fc1.w", "x")},
+			want: []string{"layer0–1.fc1.w ×2|x", "layer0.fc2.w|x"},
+		},
+		{
+			name: "one row per layer is not merged with itself",
+			in:   []tableRow{row("layer5.q", "x")},
+			want: []string{"layer5.q|x"},
+		},
+		{
+			name: "names with no number, or a leading zero, stay as they are",
+			in:   []tableRow{row("wte", "x"), row("wte", "x"), row("fc01", "x"), row("fc01", "x")},
+			want: []string{"wte|x", "wte|x", "fc01|x", "fc01|x"},
+		},
+		{
+			name: "two rows of one layer count twice",
+			in:   []tableRow{row("layer0.q", "x"), row("layer0.q", "x"), row("layer1.q", "x")},
+			want: []string{"layer0–1.q ×3|x"},
+		},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, r := range mergeLayerRows(c.in) {
+			got = append(got, strings.Join(append([]string{r.name}, r.cells...), "|"))
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// explain merges the collectives of identical layers and, with
+// --each-layer, lists every one.
+func TestExplainMergesIdenticalLayers(t *testing.T) {
+	f := t.TempDir() + "/plan.json"
+	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--strategy", "tp", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	code, merged, errs := runCLI("explain", f)
+	if code != 0 {
+		t.Fatalf("explain: %d %s", code, errs)
+	}
+	code, each, errs := runCLI("explain", f, "--each-layer")
+	if code != 0 {
+		t.Fatalf("explain --each-layer: %d %s", code, errs)
+	}
+	table := func(out string) []string {
+		_, rest, _ := strings.Cut(out, "Communication in the forward program")
+		rest, _, _ = strings.Cut(rest, "\n\n")
+		return strings.Split(rest, "\n")[2:]
+	}
+	m, e := table(merged), table(each)
+	if len(m) >= len(e) || !strings.Contains(merged, "--each-layer lists them") {
+		t.Fatalf("explain did not merge: %d rows against %d\n%s", len(m), len(e), merged)
+	}
+	// Every collective is accounted for: a merged row's ×N counts N rows.
+	count := 0
+	for _, r := range m {
+		n := 1
+		if f := strings.Fields(r); len(f) > 1 && strings.HasPrefix(f[1], "×") {
+			var err error
+			if n, err = strconv.Atoi(strings.TrimPrefix(f[1], "×")); err != nil {
+				t.Fatalf("row %q: %v", r, err)
+			}
+		}
+		count += n
+	}
+	if count != len(e) {
+		t.Errorf("merged rows stand for %d collectives, --each-layer lists %d\n%s\n%s", count, len(e), strings.Join(m, "\n"), strings.Join(e, "\n"))
+	}
+	if rows := strings.Join(e, "\n"); strings.Contains(rows, " ×") {
+		t.Errorf("--each-layer merged rows:\n%s", rows)
+	}
+}
