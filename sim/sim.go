@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -322,6 +324,12 @@ func (r *Result) stats(d int) DeviceStats {
 	for _, iv := range busy[lower.StreamComm] {
 		st.Comm += iv[1] - iv[0]
 	}
+	// Events are in list order; a stream issued in another order
+	// (CommOrder) has its intervals out of time order, which the sweep
+	// below must not see.
+	for _, ivs := range busy {
+		slices.SortFunc(ivs, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	}
 	st.Overlap = intersection(busy[lower.StreamCompute], busy[lower.StreamComm])
 	st.Idle = math.Max(0, r.StepSeconds-(st.Compute+st.Comm-st.Overlap))
 	cur := r.program.Devices[d].Resident
@@ -363,7 +371,7 @@ func (r *Result) memoryChanges(d int) []memChange {
 }
 
 // intersection is the total length of the overlap of two lists of disjoint intervals, each sorted by
-// start (a stream's events are, being in order).
+// start (a stream's intervals are, once sorted: it runs one instruction at a time).
 func intersection(a, b [][2]float64) float64 {
 	total, i, j := 0.0, 0, 0
 	for i < len(a) && j < len(b) {
