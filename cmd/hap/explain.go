@@ -324,12 +324,13 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 		what = "the layout changes and update of " + what
 	}
 	fmt.Fprintf(w, "bottleneck op: %s, %s on device %d (%.1f%% of the step)\n", what, durationIn(top.Seconds(), b.Step), b.Device, 100*top.Seconds()/b.Step)
-	fmt.Fprintf(w, "  costliest on device %d (forward and backward; a tensor's time is its layout changes and update):\n", b.Device)
+	fmt.Fprintf(w, "  costliest on device %d (forward and backward; a tensor's time is its layout changes and update; identical layers summed):\n", b.Device)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	unit, perSecond := sim.TimeUnit(b.Step)
 	fmt.Fprintf(tw, "    source\tcompute %[1]s\tcomm %[1]s\tinstructions\tof the step\n", unit)
-	for _, s := range b.Sources[:min(bottleneckSources, len(b.Sources))] {
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", sourceText(s), figure(s.Compute*perSecond), figure(s.Comm*perSecond), s.Instrs, 100*s.Seconds()/b.Step)
+	merged := mergeLayerSources(b.Sources)
+	for _, s := range merged[:min(bottleneckSources, len(merged))] {
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", s.text, figure(s.compute*perSecond), figure(s.comm*perSecond), s.instrs, 100*s.seconds()/b.Step)
 	}
 	tw.Flush()
 }

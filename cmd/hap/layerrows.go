@@ -1,8 +1,14 @@
 package main
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"hap/ir"
+	"hap/plan"
 )
 
 // A tableRow is one row of a report table: the name of what it is about
@@ -78,9 +84,9 @@ func firstNumber(name string) (prefix string, n int, tail string, ok bool) {
 }
 
 // numberSet writes the layer numbers as ranges: "0–11" alone, "{0–3,5}"
-// when there is more than one range. The numbers arrive in program order;
-// a set that is not increasing is listed as it came.
+// when there is more than one range.
 func numberSet(ns []int) string {
+	ns = slices.Compact(slices.Sorted(slices.Values(ns)))
 	var parts []string
 	for i := 0; i < len(ns); {
 		j := i
@@ -98,4 +104,71 @@ func numberSet(ns []int) string {
 		return parts[0]
 	}
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// A layerSource is a bottleneck source (plan.Source) or, merged, the
+// sources of identical layers: their times summed.
+type layerSource struct {
+	text          string // "op layer0–11.ffn.fc1.matmul ×12 (matmul)", "tensor decoder.w"
+	compute, comm float64
+	instrs        int
+}
+
+func (s layerSource) seconds() float64 { return s.compute + s.comm }
+
+// mergeLayerSources sums the sources of identical layers — ops of one kind,
+// or tensors, whose names differ only in their first number — so that the
+// costliest list ranks "the twelve FFN weights" against the decoder, not
+// layer 0's FFN weight against layer 1's. Unlike mergeLayerRows it merges
+// whatever the times: the row is their sum. The result is sorted by time,
+// costliest first, ties in srcs' order.
+func mergeLayerSources(srcs []plan.Source) []layerSource {
+	type group struct {
+		layerSource
+		prefix, tail string
+		layers       []int
+		count        int
+		op           bool
+		kind         ir.OpKind
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, s := range srcs {
+		prefix, n, tail, ok := firstNumber(s.Name)
+		key := fmt.Sprint(s.Op, "\x00", s.OpKind, "\x00", prefix, "\x00", tail)
+		if !ok {
+			prefix, key = s.Name, "\x01"+strconv.Itoa(len(groups)) // a group of its own
+		}
+		g := byKey[key]
+		if g == nil {
+			g = &group{prefix: prefix, tail: tail, op: s.Op, kind: s.OpKind}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.compute += s.Compute
+		g.comm += s.Comm
+		g.instrs += s.Instrs
+		g.count++
+		if ok {
+			g.layers = append(g.layers, n)
+		}
+	}
+	out := make([]layerSource, len(groups))
+	for i, g := range groups {
+		name := g.prefix
+		switch {
+		case g.count > 1:
+			name += numberSet(g.layers) + g.tail + " ×" + strconv.Itoa(g.count)
+		case len(g.layers) == 1:
+			name += strconv.Itoa(g.layers[0]) + g.tail
+		}
+		if g.op {
+			g.text = fmt.Sprintf("op %s (%s)", name, g.kind)
+		} else {
+			g.text = "tensor " + name
+		}
+		out[i] = g.layerSource
+	}
+	slices.SortStableFunc(out, func(a, b layerSource) int { return cmp.Compare(b.seconds(), a.seconds()) })
+	return out
 }

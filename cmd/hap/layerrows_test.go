@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"hap/ir"
+	"hap/plan"
 )
 
 func TestMergeLayerRows(t *testing.T) {
@@ -108,5 +112,43 @@ func TestExplainMergesIdenticalLayers(t *testing.T) {
 	}
 	if rows := strings.Join(e, "\n"); strings.Contains(rows, " ×") {
 		t.Errorf("--each-layer merged rows:\n%s", rows)
+	}
+}
+
+func TestMergeLayerSources(t *testing.T) {
+	src := func(name string, op bool, compute, comm float64) plan.Source {
+		s := plan.Source{Name: name, Op: op, Compute: compute, Comm: comm, Instrs: 3}
+		if op {
+			s.OpKind = ir.OpMatMul
+		}
+		return s
+	}
+	// FindBottleneck's order: costliest first.
+	in := []plan.Source{
+		src("decoder.w", false, 0, 0.148),
+		src("layer1.fc1.w", false, 0, 0.014),
+		src("layer0.fc1.w", false, 0, 0.014),
+		src("layer0.fc1.matmul", true, 0.007, 0),
+		src("layer2.fc1.w", false, 0, 0.013),
+		src("layer1.fc1.matmul", true, 0.007, 0),
+		src("head5", true, 0.001, 0),
+	}
+	var got []string
+	for _, s := range mergeLayerSources(in) {
+		got = append(got, fmt.Sprintf("%s %.3f %d", s.text, s.seconds(), s.instrs))
+	}
+	want := []string{
+		"tensor decoder.w 0.148 3",
+		"tensor layer0–2.fc1.w ×3 0.041 9",
+		"op layer0–1.fc1.matmul ×2 (matmul) 0.014 6",
+		"op head5 (matmul) 0.001 3",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// Summed, identical layers outrank a single costlier tensor.
+	in[0].Comm = 0.03
+	if top := mergeLayerSources(in)[0].text; top != "tensor layer0–2.fc1.w ×3" {
+		t.Errorf("costliest %q, want the three layers' weights", top)
 	}
 }
