@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -242,9 +241,6 @@ type TensorClass struct {
 	ProducerSaves bool
 }
 
-// layerIndex matches the layer number in names like "layer7.attn.q".
-var layerIndex = regexp.MustCompile(`layer[0-9]+\.`)
-
 // Encode builds the encoding of forward graph g with candidate segments
 // segs on the cluster priced by m.
 func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Encoding, error) {
@@ -335,7 +331,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		if opt.NoTie {
 			return name
 		}
-		return layerIndex.ReplaceAllString(name, "layer*.")
+		return ir.LayerTemplate(name)
 	}
 	tkeys := map[string]int{}
 	addTensor := func(t *ir.Tensor, k string, producer, outIdx int) int {

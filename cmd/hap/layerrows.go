@@ -19,8 +19,8 @@ type tableRow struct {
 }
 
 // mergeLayerRows merges the rows of identical repeated layers into one.
-// Two rows merge when their names differ only in their first number (the
-// layer index of "layer3.attn.q.w") and every other cell reads the same:
+// Two rows merge when their names differ only in their layer number
+// (ir.SplitLayer: "layer3.attn.q.w") and every other cell reads the same:
 // the twelve all-gathers of a BERT layer's query weight, all padded at the
 // same cost, are one row "layer0–11.attn.q.w ×12". A row whose cells differ
 // in one layer (the last layer's output, read by the head) stays its own.
@@ -38,7 +38,7 @@ func mergeLayerRows(rows []tableRow) []tableRow {
 	groups := map[string]*group{}
 	var order []*group
 	for _, r := range rows {
-		prefix, n, tail, ok := firstNumber(r.name)
+		prefix, n, tail, ok := ir.SplitLayer(r.name)
 		if !ok {
 			out = append(out, r)
 			continue
@@ -62,25 +62,6 @@ func mergeLayerRows(rows []tableRow) []tableRow {
 		}
 	}
 	return out
-}
-
-// firstNumber splits name around its first run of decimal digits.
-func firstNumber(name string) (prefix string, n int, tail string, ok bool) {
-	i := strings.IndexAny(name, "0123456789")
-	if i < 0 {
-		return "", 0, "", false
-	}
-	j := i
-	for j < len(name) && name[j] >= '0' && name[j] <= '9' {
-		j++
-	}
-	n, err := strconv.Atoi(name[i:j])
-	if err != nil || strconv.Itoa(n) != name[i:j] {
-		// Too long, or a leading zero ("fc01") that printing n back would
-		// change: such a name is not merged.
-		return "", 0, "", false
-	}
-	return name[:i], n, name[j:], true
 }
 
 // numberSet writes the layer numbers as ranges: "0–11" alone, "{0–3,5}"
@@ -117,7 +98,7 @@ type layerSource struct {
 func (s layerSource) seconds() float64 { return s.compute + s.comm }
 
 // mergeLayerSources sums the sources of identical layers — ops of one kind,
-// or tensors, whose names differ only in their first number — so that the
+// or tensors, whose names differ only in their layer number — so that the
 // costliest list ranks "the twelve FFN weights" against the decoder, not
 // layer 0's FFN weight against layer 1's. Unlike mergeLayerRows it merges
 // whatever the times: the row is their sum. The result is sorted by time,
@@ -134,7 +115,7 @@ func mergeLayerSources(srcs []plan.Source) []layerSource {
 	var groups []*group
 	byKey := map[string]*group{}
 	for _, s := range srcs {
-		prefix, n, tail, ok := firstNumber(s.Name)
+		prefix, n, tail, ok := ir.SplitLayer(s.Name)
 		key := fmt.Sprint(s.Op, "\x00", s.OpKind, "\x00", prefix, "\x00", tail)
 		if !ok {
 			prefix, key = s.Name, "\x01"+strconv.Itoa(len(groups)) // a group of its own

@@ -40,7 +40,7 @@ func TestMergeLayerRows(t *testing.T) {
 			want: []string{"layer{0–1,3}.out ×3|reduce_scatter|padded", "layer2.out|all_reduce|-"},
 		},
 		{
-			name: "only the first number is the layer",
+			name: "only the layer number counts: fc1's 1 is part of the name",
 			in:   []tableRow{row("layer0.fc1.w", "x"), row("layer0.fc2.w", "x"), row("layer1.fc1.w", "x")},
 			want: []string{"layer0–1.fc1.w ×2|x", "layer0.fc2.w|x"},
 		},
@@ -50,9 +50,9 @@ func TestMergeLayerRows(t *testing.T) {
 			want: []string{"layer5.q|x"},
 		},
 		{
-			name: "names with no number, or a leading zero, stay as they are",
-			in:   []tableRow{row("wte", "x"), row("wte", "x"), row("fc01", "x"), row("fc01", "x")},
-			want: []string{"wte|x", "wte|x", "fc01|x", "fc01|x"},
+			name: "names outside a layer, or with a leading zero, stay as they are",
+			in:   []tableRow{row("wte", "x"), row("wte", "x"), row("fc1", "x"), row("fc2", "x"), row("layer01.q", "x"), row("layer01.q", "x")},
+			want: []string{"wte|x", "wte|x", "fc1|x", "fc2|x", "layer01.q|x", "layer01.q|x"},
 		},
 		{
 			name: "two rows of one layer count twice",
