@@ -135,11 +135,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		t := &g.Tensors[ins.Tensor]
 		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
 		chosen, alt, altName := collectiveCosts(m, p, i, t)
-		layouts := ins.From.String() + "→" + ins.To.String()
-		cells := []string{string(ins.Collective), layouts, figure(mb), orDash(ins.Method), figure(chosen*1e3) + " ms", altText(altName, alt)}
+		layouts := []string{ins.From.String() + "→" + ins.To.String()}
 		if p.Mesh != nil {
-			cells = []string{string(ins.Collective), ins.Axis.String(), layouts, ins.Other.String(), figure(mb), orDash(ins.Method), figure(chosen*1e3) + " ms", altText(altName, alt)}
+			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
 		}
+		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(chosen*1e3)+" ms", altText(altName, alt))
 		rows = append(rows, tableRow{name: t.Name, cells: cells})
 	}
 	merged := rows

@@ -52,9 +52,7 @@ func mergeLayerRows(rows []tableRow) []tableRow {
 			out = append(out, r)
 		}
 		g.count++
-		if len(g.layers) == 0 || g.layers[len(g.layers)-1] != n {
-			g.layers = append(g.layers, n)
-		}
+		g.layers = append(g.layers, n)
 	}
 	for _, g := range order {
 		if g.count > 1 {
@@ -106,6 +104,7 @@ func (s layerSource) seconds() float64 { return s.compute + s.comm }
 func mergeLayerSources(srcs []plan.Source) []layerSource {
 	type group struct {
 		layerSource
+		name         string // the first member's: the row's name when it stands alone
 		prefix, tail string
 		layers       []int
 		count        int
@@ -118,11 +117,11 @@ func mergeLayerSources(srcs []plan.Source) []layerSource {
 		prefix, n, tail, ok := ir.SplitLayer(s.Name)
 		key := fmt.Sprint(s.Op, "\x00", s.OpKind, "\x00", prefix, "\x00", tail)
 		if !ok {
-			prefix, key = s.Name, "\x01"+strconv.Itoa(len(groups)) // a group of its own
+			key = "\x01" + strconv.Itoa(len(groups)) // a group of its own
 		}
 		g := byKey[key]
 		if g == nil {
-			g = &group{prefix: prefix, tail: tail, op: s.Op, kind: s.OpKind}
+			g = &group{name: s.Name, prefix: prefix, tail: tail, op: s.Op, kind: s.OpKind}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
@@ -130,23 +129,17 @@ func mergeLayerSources(srcs []plan.Source) []layerSource {
 		g.comm += s.Comm
 		g.instrs += s.Instrs
 		g.count++
-		if ok {
-			g.layers = append(g.layers, n)
-		}
+		g.layers = append(g.layers, n)
 	}
 	out := make([]layerSource, len(groups))
 	for i, g := range groups {
-		name := g.prefix
-		switch {
-		case g.count > 1:
-			name += numberSet(g.layers) + g.tail + " ×" + strconv.Itoa(g.count)
-		case len(g.layers) == 1:
-			name += strconv.Itoa(g.layers[0]) + g.tail
+		name := g.name
+		if g.count > 1 {
+			name = g.prefix + numberSet(g.layers) + g.tail + " ×" + strconv.Itoa(g.count)
 		}
+		g.text = "tensor " + name
 		if g.op {
 			g.text = fmt.Sprintf("op %s (%s)", name, g.kind)
-		} else {
-			g.text = "tensor " + name
 		}
 		out[i] = g.layerSource
 	}
