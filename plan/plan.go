@@ -180,10 +180,13 @@ func (s Solver) fractionOption(name string) (float64, bool) {
 // BoundOption names, in Solver.Options, where the proven bound comes
 // from: BoundByLP, the transport relaxation's LP solved beside the search
 // (solve/bound.go), or BoundByMILP, the joint MILP's own, both over plans
-// that issue their collectives in the lowered program's list order; or
+// that issue their collectives in the lowered program's list order;
 // BoundByLPAnyOrder, the LP relaxed over every issue order
 // (SynthOptions.AnyOrderBound), which holds for a plan whose order was
-// searched.
+// searched; or BoundByWork, the work LP's (the ideal compute time, with
+// communication free), which holds in every order too and is the bound
+// when it is higher than the others' — when they were stopped by the
+// clock, or where compute is most of the step.
 const BoundOption = "bound"
 
 // The values of BoundOption.
@@ -191,6 +194,7 @@ const (
 	BoundByLP         = "transport-lp"
 	BoundByLPAnyOrder = "transport-lp-any-order"
 	BoundByMILP       = "joint-milp"
+	BoundByWork       = "work-lp"
 )
 
 // BoundFromLP reports whether the plan's bound is the transport
@@ -201,11 +205,19 @@ func (s Solver) BoundFromLP() bool {
 }
 
 // BoundOverAnyOrder reports whether the plan's bound holds under every
-// issue order of the collectives (BoundByLPAnyOrder); otherwise it holds
-// over list-ordered plans, which a searched order may beat.
+// issue order of the collectives (BoundByLPAnyOrder, BoundByWork);
+// otherwise it holds over list-ordered plans, which a searched order may
+// beat.
 func (s Solver) BoundOverAnyOrder() bool {
 	v, _ := s.option(BoundOption)
-	return v == BoundByLPAnyOrder
+	return v == BoundByLPAnyOrder || v == BoundByWork
+}
+
+// BoundFromWork reports whether the plan's bound is the work LP's
+// (BoundByWork).
+func (s Solver) BoundFromWork() bool {
+	v, _ := s.option(BoundOption)
+	return v == BoundByWork
 }
 
 // TiedOption names, in Solver.Options, the ties the joint MILP's space

@@ -379,9 +379,11 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 	}
 	boundBy := BoundByMILP
 	switch {
+	case res.BoundBy == solve.BoundWorkLP:
+		boundBy = BoundByWork
 	case res.AnyOrder:
 		boundBy = BoundByLPAnyOrder
-	case res.BoundFromLP:
+	case res.BoundBy == solve.BoundTransportLP:
 		boundBy = BoundByLP
 	}
 	sol.Options = append(sol.Options, Software{BoundOption, boundBy})

@@ -18,6 +18,7 @@ import (
 	"hap/models"
 	"hap/sim"
 	"hap/solve"
+	"hap/solve/milp"
 	"hap/strategy"
 )
 
@@ -117,14 +118,15 @@ func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
 	if s.Status == "feasible" && !(s.Bound <= s.Objective && s.Gap > 0) {
 		t.Errorf("feasible plan without a bound below it: %+v", s)
 	}
-	if by, _ := s.option(BoundOption); by != BoundByLP && by != BoundByMILP {
+	if by, _ := s.option(BoundOption); by != BoundByLP && by != BoundByMILP && by != BoundByWork {
 		t.Errorf("the plan does not record where its bound comes from (%s = %q)", BoundOption, by)
 	}
 }
 
 // When the joint MILP's solver process dies (CBC aborting inside Clp, as
 // it has with its heuristics on), a time-limited synthesis still returns
-// the polished start as its plan, says so, and claims no bound.
+// the polished start as its plan, says so, and claims no bound but the
+// work LP's, which the process that died took no part in.
 func TestSolverFailureReturnsThePolishedStart(t *testing.T) {
 	in, err := LoadInputs("bert-base-tiny", models.Options{}, "paper-8")
 	if err != nil {
@@ -136,8 +138,8 @@ func TestSolverFailureReturnsThePolishedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := pl.Solver
-	if s.StoppedBy != "solver failure" || s.Status != "feasible" || s.Bound != 0 || s.Gap != 1 {
-		t.Fatalf("solver %+v, want a feasible plan stopped by the solver failure, bound 0 and gap 1", s)
+	if by, _ := s.option(BoundOption); s.StoppedBy != "solver failure" || s.Status != "feasible" || by != BoundByWork || !(s.Bound > 0 && s.Bound < s.Objective) || s.Gap != milp.Gap(s.Objective, s.Bound) {
+		t.Fatalf("solver %+v, want a feasible plan stopped by the solver failure, with the work LP's bound and its gap", s)
 	}
 	if !fits(pl.Cost.PerDevice) || pl.Cost.StepSeconds <= 0 {
 		t.Fatalf("the fallback plan does not fit or has no simulated step: %+v", pl.Cost)

@@ -42,7 +42,7 @@ func (s *scriptedSolver) Solve(_ context.Context, m *milp.Model, opt milp.Option
 // model is infeasible — or its process dies — the polished start is the
 // plan: marked feasible, with the failure recorded, never an error that
 // would leave the user with no plan. The joint MILP proved nothing; the
-// bound is the transport LP's, or none (gap 1) when that fails too.
+// bound is the transport LP's, or the work LP's when that fails too.
 func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
 	failed := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
 		return nil, fmt.Errorf("%w: signal: aborted", cbc.ErrSolverProcess)
@@ -77,13 +77,14 @@ func TestJointSolverFailureFallsBackToTheStart(t *testing.T) {
 				}
 				cost := planIsTheStart(t, e, res)
 				if lp.solver != nil {
-					if res.Gap != 1 || res.Bound != 0 || res.BoundFromLP {
-						t.Errorf("gap %g, bound %g (from the LP: %v): want 1 and 0, nothing proven", res.Gap, res.Bound, res.BoundFromLP)
+					work := workBound(context.Background(), res.Encoding)
+					if res.Bound != work || !(work > 0) || res.BoundBy != BoundWorkLP || math.Abs(res.Gap-(cost-work)/cost) > 1e-9 {
+						t.Errorf("gap %g, bound %g (by %v): want the work LP's %g and its gap, nothing else proven", res.Gap, res.Bound, res.BoundBy, work)
 					}
 					return
 				}
-				if !res.BoundFromLP || !(res.Bound > 0 && res.Bound <= cost) || math.Abs(res.Gap-(cost-res.Bound)/cost) > 1e-9 {
-					t.Errorf("bound %g (from the LP: %v), gap %g: want the transport LP's, in (0, %g], and its gap", res.Bound, res.BoundFromLP, res.Gap, cost)
+				if res.BoundBy != BoundTransportLP || !(res.Bound > 0 && res.Bound <= cost) || math.Abs(res.Gap-(cost-res.Bound)/cost) > 1e-9 {
+					t.Errorf("bound %g (by %v), gap %g: want the transport LP's, in (0, %g], and its gap", res.Bound, res.BoundBy, res.Gap, cost)
 				}
 			})
 		}

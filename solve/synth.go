@@ -94,13 +94,14 @@ type Result struct {
 	// Search is the joint MILP's search settings (milp.Options.Search),
 	// for the plan's record.
 	Search string
-	// BoundFromLP says that Bound is the transport relaxation's
-	// (bound.go), higher than the joint MILP's own; AnyOrder that it holds
-	// under every issue order of the collectives (Options.AnyOrderBound).
-	BoundFromLP, AnyOrder bool
+	// BoundBy says which relaxation proved Bound (bound.go); AnyOrder
+	// that it holds under every issue order of the collectives
+	// (Options.AnyOrderBound).
+	BoundBy  BoundSource
+	AnyOrder bool
 	// SolverFailure, when set, is why the joint MILP gave no answer (its
 	// solver process died); the plan is then the polished start's, with
-	// the transport LP's bound, or 0 when that failed too.
+	// the transport LP's bound, or the work LP's when that failed too.
 	SolverFailure string
 	// Start is the program the joint MILP started from (the polished best
 	// start), nil without one. The MILP's plan is cheaper under the
@@ -124,6 +125,9 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
+	// The work LP's bound, which holds for every plan in every order, takes
+	// milliseconds: the floor of the bound whatever stops the other two.
+	work := workBound(ctx, e)
 	// Two phases. A deterministic primal heuristic (Polish: local search
 	// over the program ⇄ exact lengths for it) improves the best start
 	// (the starts include dp-cp, whose lengths follow each device's
@@ -275,7 +279,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		// stopped by the time limit, or without one "no plan within the
 		// limits".
 		var cancel context.CancelFunc
-		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+timeLimitGrace)
+		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+graceFor(mo.TimeLimit))
 		defer cancel()
 	}
 	// A child process whenever CBC's heuristics run or the clock may have
@@ -363,11 +367,12 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		lp, ok := bound.wait()
 		switch {
 		case opt.AnyOrderBound:
-			anyOrderBound(out, lp, ok)
+			anyOrderBound(out, lp, ok, work)
 		case ok:
-			liftBound(out, lp)
+			liftBound(out, lp, BoundTransportLP)
 		}
 	}
+	liftBound(out, work, BoundWorkLP)
 	return out, nil
 }
 
@@ -532,10 +537,19 @@ const noStartPumpPasses = 30
 // a node limit does not bound.
 const noStartTimeLimit = 2 * time.Minute
 
-// timeLimitGrace is how long past its time limit the joint MILP may run
-// before it is killed (see Synthesize): time for CBC to stop on its own
-// where it can, and report what it found.
+// timeLimitGrace is the longest a solve may run past its time limit
+// before it is killed (see Synthesize, Polish): time for CBC to stop on
+// its own where it can, and report what it found.
 const timeLimitGrace = 5 * time.Second
+
+// graceFor is the joint MILP's grace under a time limit: a tenth of the
+// limit, at least a second and at most timeLimitGrace. A fixed 5 s made
+// `hap plan --time-limit 10s` on bert-moe (paper-8) take 15 s, its root LP
+// outlasting the limit and the grace alike; CBC's clock check between
+// nodes stops a solve within the second.
+func graceFor(limit time.Duration) time.Duration {
+	return min(timeLimitGrace, max(time.Second, limit/10))
+}
 
 // unfitStepFactor bounds the step of the plans searched when no start
 // fits the memory, as a multiple of the slowest start's step (memory

@@ -58,14 +58,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.
-		by := ""
-		switch {
-		case s.BoundOverAnyOrder():
-			by = " by the transport LP, over every plan in every issue order of its collectives"
-		case s.BoundFromLP():
-			by = " by the transport LP"
-		}
-		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), by, boundCaveat(pl), gapPercent(s.Gap))
+		fmt.Fprintf(w, "solver: objective %s, proven bound %s%s%s, gap %s", durationIn(s.Objective, pl.Cost.StepSeconds), durationIn(s.Bound, pl.Cost.StepSeconds), boundBy(s), boundCaveat(pl), gapPercent(s.Gap))
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s%s", s.StoppedBy, stoppedNote(s))
 		}
@@ -74,9 +67,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
 		fmt.Fprintln(w)
-		if ties := s.Tied(); ties.Shrink() {
+		if ties := s.Tied(); ties.Shrink() && !s.BoundFromWork() {
 			// The bound is over the MILP's space, not every plan: a plan
-			// that runs tied layers differently could be faster.
+			// that runs tied layers differently could be faster. Not the
+			// work LP's: tied layers' ops, and identical devices, are
+			// alike in it, so averaging any plan's shares over them is a
+			// tied point of the same cost.
 			fmt.Fprintf(w, "  %s\n", tiesNote(ties))
 		}
 	}
@@ -462,6 +458,21 @@ func tiesNote(t plan.Ties) string {
 		untie = append(untie, "devices")
 	}
 	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", t.Recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
+}
+
+// boundBy names the relaxation that proved a plan's bound, and over what
+// it holds when that is more than list-ordered tied plans; empty for the
+// joint MILP's own.
+func boundBy(s plan.Solver) string {
+	switch {
+	case s.BoundFromWork():
+		return " by the work LP (the ideal compute time: every op split in the best proportions for these GPUs, communication free: it holds for every plan, tied or not, in every issue order)"
+	case s.BoundOverAnyOrder():
+		return " by the transport LP, over every plan in every issue order of its collectives"
+	case s.BoundFromLP():
+		return " by the transport LP"
+	}
+	return ""
 }
 
 // boundCaveat says why a plan's simulated step can lie below the solver's

@@ -499,12 +499,37 @@ func TestStoppedNote(t *testing.T) {
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByMILP)}, "a longer --time-limit"},
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP)}, ""},
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLPAnyOrder)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByWork)}, "a longer --time-limit"},
 		{plan.Solver{StoppedBy: "node limit"}, ""}, // a plan from before the record
 		{plan.Solver{StoppedBy: "solver failure", Options: opts(thorough, plan.BoundByMILP)}, ""},
 	} {
 		got := stoppedNote(c.sol)
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("%s, %q: stoppedNote = %q, want %q", c.sol.StoppedBy, c.sol.Options, got, c.want)
+		}
+	}
+}
+
+// The solver line names the relaxation behind the bound, and says over
+// what it holds: the work LP's over every plan, tied or not, in every
+// order, so no ties note follows it.
+func TestBoundBy(t *testing.T) {
+	for _, c := range []struct {
+		by, want string
+	}{
+		{plan.BoundByMILP, ""},
+		{"", ""}, // a plan from before the record
+		{plan.BoundByLP, " by the transport LP"},
+		{plan.BoundByLPAnyOrder, " by the transport LP, over every plan in every issue order"},
+		{plan.BoundByWork, " by the work LP (the ideal compute time"},
+	} {
+		s := plan.Solver{Options: []plan.Software{{Name: plan.BoundOption, Version: c.by}}}
+		got := boundBy(s)
+		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+			t.Errorf("bound %q: boundBy = %q, want %q", c.by, got, c.want)
+		}
+		if over := s.BoundOverAnyOrder(); over != (c.by == plan.BoundByLPAnyOrder || c.by == plan.BoundByWork) {
+			t.Errorf("bound %q: over any order %v", c.by, over)
 		}
 	}
 }
@@ -642,5 +667,47 @@ func TestVerifyRunsTheSearchedOrder(t *testing.T) {
 	code, out, errs = runCLI("verify", f, "--steps", "1", "--json")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf(`"comm_swaps": %d`, len(pl.CommOrder.Swaps))) {
 		t.Errorf("verify --json: %d %s %s", code, out, errs)
+	}
+}
+
+// explain credits the work LP with a bound it proved, which holds over
+// every plan: no note that the bound is over tied plans follows it.
+func TestExplainCreditsTheWorkLP(t *testing.T) {
+	f := t.TempDir() + "/plan.json"
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	solverLine := func() (line, rest string) {
+		code, out, errs := runCLI("explain", f)
+		if code != 0 {
+			t.Fatalf("explain: %d %s", code, errs)
+		}
+		_, after, _ := strings.Cut(out, "\nsolver: ")
+		line, rest, _ = strings.Cut(after, "\n")
+		return line, rest
+	}
+	line, rest := solverLine()
+	if !strings.Contains(line, "by the transport LP") || !strings.HasPrefix(rest, "  the bound and gap are over tied plans") {
+		t.Fatalf("the synthesized plan's solver line %q, then %q: want the transport LP's bound over tied plans", line, rest)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range pl.Solver.Options {
+		if o.Name == plan.BoundOption {
+			pl.Solver.Options[i].Version = plan.BoundByWork
+		}
+	}
+	data, err := pl.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line, rest = solverLine()
+	if !strings.Contains(line, "by the work LP (the ideal compute time") || strings.Contains(rest, "over tied plans") {
+		t.Errorf("solver line %q, then %q: want the work LP credited, and no ties note", line, rest)
 	}
 }
