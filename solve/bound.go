@@ -134,10 +134,11 @@ func liftBound(out *Result, lp float64, by BoundSource) {
 // BoundSource names the relaxation that proved a Result's bound.
 type BoundSource int8
 
-// The relaxations, weakest first where each is solved (the joint MILP's
-// root, lifted by its nodes, is the weakest on the paper's models; the
-// work LP is weaker still where communication costs, but it is never
-// lost to a clock).
+// The relaxations a bound comes from. Where all three are solved the
+// transport LP is the highest on the paper's models; the work LP, which
+// ignores communication, is the highest only where compute is the step or
+// the clock stopped the other two, which it never does (Synthesize solves
+// it first, in milliseconds).
 const (
 	// BoundJointMILP is the joint MILP's own bound (0 when it proved
 	// nothing).
