@@ -100,12 +100,10 @@ func nearMemory(e *encode.Encoding, ch *encode.Choice) bool {
 // the bound meets the objective.
 func anyOrderBound(out *Result, lp float64, ok bool, work float64) {
 	out.Bound, out.BoundBy, out.AnyOrder = 0, BoundJointMILP, true
-	if ok && lp > 0 && !math.IsInf(lp, 0) {
-		out.Bound, out.BoundBy = min(lp, out.Objective), BoundTransportLP
+	if ok {
+		liftBound(out, lp, BoundTransportLP)
 	}
-	if work > out.Bound && !math.IsInf(work, 0) {
-		out.Bound, out.BoundBy = min(work, out.Objective), BoundWorkLP
-	}
+	liftBound(out, work, BoundWorkLP)
 	out.Gap = milp.Gap(out.Objective, out.Bound)
 	if out.Status == milp.Optimal.String() && out.Gap > anyOrderOptimalGap {
 		out.Status = milp.Feasible.String()

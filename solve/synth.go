@@ -363,12 +363,13 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search()}
-	if bound != nil {
+	if opt.AnyOrderBound { // the bound LP always runs then
 		lp, ok := bound.wait()
-		switch {
-		case opt.AnyOrderBound:
-			anyOrderBound(out, lp, ok, work)
-		case ok:
+		anyOrderBound(out, lp, ok, work)
+		return out, nil
+	}
+	if bound != nil {
+		if lp, ok := bound.wait(); ok {
 			liftBound(out, lp, BoundTransportLP)
 		}
 	}
