@@ -514,9 +514,11 @@ func boundCaveat(pl *plan.Plan) string {
 //     branching off (the default ten nodes): nodes without them barely
 //     move the bound (mlp-tiny on paper-8 keeps its gap of 81% over 1000
 //     of them), so a node limit above the default runs them.
-//   - The time limit stopped it before the transport LP finished, which
-//     runs beside the search from its start: bert-base-tiny on paper-8
-//     has a gap of 83% at --time-limit 3s and 0.008% at 6s.
+//   - The time limit stopped it and the transport LP, which runs beside
+//     the search from its start, gave no bound by then (the clock stopped
+//     it, or, rarely, its solver failed; the plan does not say which):
+//     bert-base-tiny on paper-8 has a gap of 83% at --time-limit 3s and
+//     0.008% at 6s.
 func stoppedNote(s plan.Solver) string {
 	if s.BoundFromLP() {
 		return ""
@@ -525,7 +527,7 @@ func stoppedNote(s plan.Solver) string {
 	case s.StoppedBy == "node limit" && strings.HasPrefix(s.Search(), "no cuts"):
 		return fmt.Sprintf(" (without cuts or strong branching; --node-limit above %d runs them for a tighter bound)", plan.DefaultNodeLimit)
 	case s.StoppedBy == "time limit":
-		return " (before the transport LP, which bounds most plans far more tightly, finished: a longer --time-limit, or a node limit, gives it time)"
+		return " (the transport LP, which bounds most plans far more tightly, gave no bound within the time limit: a longer --time-limit, or a node limit, gives it time)"
 	}
 	return ""
 }
