@@ -91,6 +91,14 @@ type milpForm struct {
 	// relaxation but, in the joint MILP, sent its ten nodes elsewhere:
 	// vgg19 on paper-16 planned 0.1259 s with it, 0.1160 s without.
 	streamRow bool
+	// lean, for an LP relaxation with the transport rows, leaves out the
+	// rows whose work those do there (TransportLP): the per-source
+	// conversion rows (conv ≥ need + have − 1), the closure rows and the
+	// covers into Identity and into a Gather, which charge conversions
+	// from the aggregates need and have where the transport rows charge
+	// them per (made, read) pair. The model is then no longer MILPBelow's
+	// at integer points: only its LP is used.
+	lean bool
 }
 
 // milpBelow is MILPBelow in the form f selects.
@@ -545,7 +553,9 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 					if h.Dim != q.Dim && v.a2a[ti] >= 0 {
 						l.add(v.a2a[ti], 1) // needI ≥ need(q) + have(h) − 1 − a2a
 					}
-					row(fmt.Sprintf("closure_%d", len(m.Rows)), -1, inf, l)
+					if !f.lean {
+						row(fmt.Sprintf("closure_%d", len(m.Rows)), -1, inf, l)
+					}
 				}
 			}
 		}
@@ -592,7 +602,9 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			if minusNeedI {
 				l.add(needI, 1)
 			}
-			row(fmt.Sprintf("conv_%d", len(m.Rows)), -1, inf, l)
+			if !f.lean {
+				row(fmt.Sprintf("conv_%d", len(m.Rows)), -1, inf, l)
+			}
 			return c
 		}
 		// methodCost adds the padded/grouped cost of an uneven collective on
@@ -676,7 +688,9 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
 			}
-			row(fmt.Sprintf("conv_%d", len(m.Rows)), -2, inf, l) // c ≥ need(q) + have(h) + a2a − 2
+			if !f.lean {
+				row(fmt.Sprintf("conv_%d", len(m.Rows)), -2, inf, l) // c ≥ need(q) + have(h) + a2a − 2
+			}
 			tf := a2aTime(fmt.Sprintf("a2a_%d_%s_%s", ti, h, q), c, ti, h)
 			commT[ti].add(tf, 1)
 			fwdLeast.add(tf, 1)
@@ -714,7 +728,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		//
 		// Into Identity: from Reduce by all-reduce, from each Gather by
 		// all-gather, so Σ conv(I, ·) ≥ need(I) − have(I).
-		if c, ok := need[I]; ok {
+		if c, ok := need[I]; ok && !f.lean {
 			l := lin{c: -1}
 			for hc, val := range have(ti, I) {
 				l.add(hc, val)
@@ -730,7 +744,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		// conv(q, R) + need(I) ≥ need(q) − have(q) − have(I).
 		for _, q := range layouts {
 			c, ok := need[q]
-			if !ok || q.Kind != Gather {
+			if !ok || q.Kind != Gather || f.lean {
 				continue
 			}
 			l := lin{c: -1, needI: 1}

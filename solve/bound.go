@@ -10,7 +10,7 @@ import (
 )
 
 // A lower bound on the step from the LP relaxation of the transport
-// formulation (encode.TransportMILP), solved beside the joint MILP.
+// formulation (encode.TransportLP), solved beside the joint MILP.
 //
 // The joint MILP's own bound is its root LP's, lifted little by ten nodes:
 // 40–85% under the plan on the paper's models, since its formulation lets
@@ -51,8 +51,7 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode
 	b := &pendingBound{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		model, _ := e.TransportMILP(limit, o)
-		relax(model)
+		model := e.TransportLP(limit, o)
 		res, err := solver.Solve(ctx, model, milp.Options{Threads: 1})
 		if err != nil || res.Status != milp.Optimal || !(res.Objective >= 0) {
 			return
@@ -60,13 +59,6 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode
 		b.value, b.ok = res.Objective/encode.MILPTimeUnit, true
 	}()
 	return b
-}
-
-// relax makes every column of m continuous: m becomes its LP relaxation.
-func relax(m *milp.Model) {
-	for i := range m.Cols {
-		m.Cols[i].Integer = false
-	}
 }
 
 // wait blocks until the LP is solved or abandoned (its context ended, the

@@ -11,7 +11,7 @@
 // solves the MILP with the program or the lengths pinned; methods.go
 // breaks the ties the step time leaves among collective methods, toward
 // less communication; bound.go solves the transport relaxation
-// (encode.TransportMILP) beside the joint MILP for a tighter proven bound;
+// (encode.TransportLP) beside the joint MILP for a tighter proven bound;
 // solve/paper is the HAP paper's own algorithm
 // (bench's hap-paper, and a start here).
 //
