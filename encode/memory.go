@@ -298,7 +298,12 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 // the rows sparse: heldTo_k ≥ heldTo_{k−1} + held_k and gradFrom_k ≥
 // gradFrom_{k+1} + grad_k (at least is enough: the rows only bound them
 // from above).
-func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin,
+//
+// capped gives its columns their device's capacity as upper bound, which
+// cuts off no plan: at a plan's point each is a byte count within the
+// peak its memory row holds to that capacity. TransportLP wants every
+// column bounded.
+func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, capped bool,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	inf := math.Inf(1)
 	K := len(e.blocks)
@@ -320,8 +325,13 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin,
 				}
 			}
 		}
+		capacity := milpMemory * e.Capacity[e.Groups[g][0]]
+		hi := inf
+		if capped {
+			hi = capacity
+		}
 		running := func(name string, k, prev int, term lin) int {
-			c := col(fmt.Sprintf("%s_%d_%d", name, g, k), 0, inf, false)
+			c := col(fmt.Sprintf("%s_%d_%d", name, g, k), 0, hi, false)
 			l := lin{c: 1}
 			if prev >= 0 {
 				l.add(prev, -1)
@@ -338,12 +348,11 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin,
 		}
 		// The resident bytes, a column of their own: every row of the
 		// sweep reads them.
-		res := col(fmt.Sprintf("resident_%d", g), 0, inf, false)
+		res := col(fmt.Sprintf("resident_%d", g), 0, hi, false)
 		l := lin{res: 1}
 		addScaled(l, resident[g], -1)
 		row(fmt.Sprintf("resident_%d", g), 0, 0, l)
 		heldTo := -1
-		capacity := milpMemory * e.Capacity[e.Groups[g][0]]
 		for k := 0; k < K; k++ {
 			heldTo = running("heldto", k, heldTo, held[k])
 			l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}

@@ -781,7 +781,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, col, row)
 	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, f, col, row)
 	if memoryBinds {
-		e.memoryRows(resident, leafShare, heldShare, col, row)
+		e.memoryRows(resident, leafShare, heldShare, f.lean && limit > 0, col, row)
 	}
 	return m, v
 }

@@ -70,10 +70,24 @@ func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *M
 // paper-8, batch 256: 11.2 → 9.9 s) but lowered VGG19's bound by 1e-5 of
 // it; need's rows, no faster; the conservation or least-cost rows, lower.
 // Its columns are continuous.
+//
+// With limit > 0 every column is bounded, so that the duals of a solve the
+// clock stopped prove a finite bound (milp.Model.DualBound: a reduced cost
+// pulling a column towards an infinite bound makes it −∞). The columns
+// without one of their own are times (the timeline's ends, a tensor's
+// communication, a method's or an all-to-all's cost), capped at T's
+// bound, and the memory sweep's bytes, capped at their device's capacity
+// (memoryRows). Neither cuts off a plan of step at most limit: at a
+// plan's point (each column at the least its rows allow, as the MILP
+// prices it) every time is that of work done within the step, and every
+// byte count is within the peak its memory row holds to the capacity.
 func (e *Encoding) TransportLP(limit float64, o BoundOptions) *milp.Model {
-	m, _ := e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, lean: true})
+	m, v := e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, lean: true})
 	for i := range m.Cols {
 		m.Cols[i].Integer = false
+		if limit > 0 && math.IsInf(m.Cols[i].Upper, 1) {
+			m.Cols[i].Upper = m.Cols[v.T].Upper
+		}
 	}
 	return m
 }

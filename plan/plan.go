@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"hap/cluster"
 	"hap/cost"
@@ -186,7 +187,9 @@ func (s Solver) fractionOption(name string) (float64, bool) {
 // searched; or BoundByWork, the work LP's (the ideal compute time, with
 // communication free), which holds in every order too and is the bound
 // when it is higher than the others' — when they were stopped by the
-// clock, or where compute is most of the step.
+// clock, or where compute is most of the step. A transport LP that the
+// time limit stopped before its optimum has StoppedSuffix: its bound is
+// the one its duals proved by then.
 const BoundOption = "bound"
 
 // The values of BoundOption.
@@ -195,13 +198,36 @@ const (
 	BoundByLPAnyOrder = "transport-lp-any-order"
 	BoundByMILP       = "joint-milp"
 	BoundByWork       = "work-lp"
+	// StoppedSuffix follows BoundByLP or BoundByLPAnyOrder when the
+	// clock stopped the LP ("transport-lp-stopped").
+	StoppedSuffix = "-stopped"
 )
 
-// BoundFromLP reports whether the plan's bound is the transport
-// relaxation's (BoundOption), in either form.
-func (s Solver) BoundFromLP() bool {
+// lpBound is the form of the transport LP that proved the plan's bound
+// (BoundByLP, BoundByLPAnyOrder; "" when another did) and whether the
+// clock stopped it.
+func (s Solver) lpBound() (form string, stopped bool) {
 	v, _ := s.option(BoundOption)
-	return v == BoundByLP || v == BoundByLPAnyOrder
+	form, stopped = strings.CutSuffix(v, StoppedSuffix)
+	if form != BoundByLP && form != BoundByLPAnyOrder {
+		return "", false
+	}
+	return form, stopped
+}
+
+// BoundFromLP reports whether the plan's bound is the transport
+// relaxation's (BoundOption), in either form, solved or stopped.
+func (s Solver) BoundFromLP() bool {
+	form, _ := s.lpBound()
+	return form != ""
+}
+
+// BoundFromStoppedLP reports whether the plan's bound is what the
+// transport LP's duals proved when the time limit stopped it: below the
+// LP's optimum, which a longer limit reaches.
+func (s Solver) BoundFromStoppedLP() bool {
+	_, stopped := s.lpBound()
+	return stopped
 }
 
 // BoundOverAnyOrder reports whether the plan's bound holds under every
@@ -210,7 +236,8 @@ func (s Solver) BoundFromLP() bool {
 // beat.
 func (s Solver) BoundOverAnyOrder() bool {
 	v, _ := s.option(BoundOption)
-	return v == BoundByLPAnyOrder || v == BoundByWork
+	form, _ := s.lpBound()
+	return form == BoundByLPAnyOrder || v == BoundByWork
 }
 
 // BoundFromWork reports whether the plan's bound is the work LP's

@@ -383,8 +383,11 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		boundBy = BoundByWork
 	case res.AnyOrder:
 		boundBy = BoundByLPAnyOrder
-	case res.BoundBy == solve.BoundTransportLP:
+	case res.BoundBy == solve.BoundTransportLP || res.BoundBy == solve.BoundTransportLPStopped:
 		boundBy = BoundByLP
+	}
+	if res.BoundBy == solve.BoundTransportLPStopped {
+		boundBy += StoppedSuffix
 	}
 	sol.Options = append(sol.Options, Software{BoundOption, boundBy})
 	e := res.Encoding

@@ -202,16 +202,10 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// polished one's, as the joint MILP's model does.
 	var bound *pendingBound
 	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
-		var bctx context.Context
-		var cancel context.CancelFunc
-		if deadline.IsZero() {
-			bctx, cancel = context.WithCancel(ctx)
-		} else {
-			// Killed at the deadline: its LP does not watch a clock.
-			bctx, cancel = context.WithDeadline(ctx, deadline)
-		}
+		bctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, its child process goes too
-		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver)
+		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver,
+			deadline, graceFor(opt.TimeLimit))
 	}
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
@@ -364,13 +358,13 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search()}
 	if opt.AnyOrderBound { // the bound LP always runs then
-		lp, ok := bound.wait()
-		anyOrderBound(out, lp, ok, work)
+		lp, ok, stopped := bound.wait()
+		anyOrderBound(out, lp, ok, stopped, work)
 		return out, nil
 	}
 	if bound != nil {
-		if lp, ok := bound.wait(); ok {
-			liftBound(out, lp, BoundTransportLP)
+		if lp, ok, stopped := bound.wait(); ok {
+			liftBound(out, lp, lpSource(stopped))
 		}
 	}
 	liftBound(out, work, BoundWorkLP)

@@ -468,11 +468,20 @@ func boundBy(s plan.Solver) string {
 	case s.BoundFromWork():
 		return " by the work LP (the ideal compute time: every op split in the best proportions for these GPUs, communication free: it holds for every plan, tied or not, in every issue order)"
 	case s.BoundOverAnyOrder():
-		return " by the transport LP, over every plan in every issue order of its collectives"
+		return " by the transport LP" + lpStoppedNote(s) + ", over every plan in every issue order of its collectives"
 	case s.BoundFromLP():
-		return " by the transport LP"
+		return " by the transport LP" + lpStoppedNote(s)
 	}
 	return ""
+}
+
+// lpStoppedNote says, of a bound the transport LP's duals proved when the
+// time limit stopped it, that the finished LP would prove more.
+func lpStoppedNote(s plan.Solver) string {
+	if !s.BoundFromStoppedLP() {
+		return ""
+	}
+	return " (what its duals proved when the time limit stopped it; finished, the LP proves more: a longer --time-limit, or a node limit, gives it time)"
 }
 
 // boundCaveat says why a plan's simulated step can lie below the solver's
@@ -508,17 +517,17 @@ func boundCaveat(pl *plan.Plan) string {
 // stoppedNote says how to ask for a tighter bound when the joint MILP's
 // own bound is the plan's, weak as it is, because of how the search was
 // stopped; empty otherwise, and when the transport LP gave the bound (what
-// more nodes or cuts would tighten towards).
+// more nodes or cuts would tighten towards; lpStoppedNote speaks for an LP
+// the clock stopped).
 //
 //   - The node limit stopped a search with CBC's cuts and strong
 //     branching off (the default ten nodes): nodes without them barely
 //     move the bound (mlp-tiny on paper-8 keeps its gap of 81% over 1000
 //     of them), so a node limit above the default runs them.
 //   - The time limit stopped it and the transport LP, which runs beside
-//     the search from its start, gave no bound by then (the clock stopped
-//     it, or, rarely, its solver failed; the plan does not say which):
-//     bert-base-tiny on paper-8 has a gap of 83% at --time-limit 3s and
-//     0.008% at 6s.
+//     the search from its start, gave no bound by then (its duals proved
+//     no more than the work LP, or its solver failed; the plan does not
+//     say which).
 func stoppedNote(s plan.Solver) string {
 	if s.BoundFromLP() {
 		return ""

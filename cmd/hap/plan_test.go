@@ -499,6 +499,7 @@ func TestStoppedNote(t *testing.T) {
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByMILP)}, "a longer --time-limit"},
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP)}, ""},
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLPAnyOrder)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP+plan.StoppedSuffix)}, ""},
 		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByWork)}, "a longer --time-limit"},
 		{plan.Solver{StoppedBy: "node limit"}, ""}, // a plan from before the record
 		{plan.Solver{StoppedBy: "solver failure", Options: opts(thorough, plan.BoundByMILP)}, ""},
@@ -521,6 +522,9 @@ func TestBoundBy(t *testing.T) {
 		{"", ""}, // a plan from before the record
 		{plan.BoundByLP, " by the transport LP"},
 		{plan.BoundByLPAnyOrder, " by the transport LP, over every plan in every issue order"},
+		{plan.BoundByLP + plan.StoppedSuffix, " by the transport LP (what its duals proved when the time limit stopped it;"},
+		{plan.BoundByLPAnyOrder + plan.StoppedSuffix, " by the transport LP (what its duals proved when the time limit stopped it;"},
+		{"transport-lp-something", ""}, // not a form this build writes
 		{plan.BoundByWork, " by the work LP (the ideal compute time"},
 	} {
 		s := plan.Solver{Options: []plan.Software{{Name: plan.BoundOption, Version: c.by}}}
@@ -528,7 +532,7 @@ func TestBoundBy(t *testing.T) {
 		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
 			t.Errorf("bound %q: boundBy = %q, want %q", c.by, got, c.want)
 		}
-		if over := s.BoundOverAnyOrder(); over != (c.by == plan.BoundByLPAnyOrder || c.by == plan.BoundByWork) {
+		if over := s.BoundOverAnyOrder(); over != (strings.HasPrefix(c.by, plan.BoundByLPAnyOrder) || c.by == plan.BoundByWork) {
 			t.Errorf("bound %q: over any order %v", c.by, over)
 		}
 	}

@@ -234,7 +234,9 @@ type Options struct {
 	// presolving it (the backend's LP presolve; integer preprocessing is a separate matter).
 	// On the synthesizer's timeline MILPs with a start and few nodes, the root LP is most of
 	// the work and presolving it costs more than it saves. A model without integer columns is
-	// solved as it always is.
+	// solved as loaded too, by the dual simplex, which the time limit stops (without
+	// NoPresolve a backend may run an LP to its end): the result is then NoSolution, stopped
+	// by LimitTime, with the bound its duals prove (Model.DualBound).
 	NoPresolve bool
 }
 

@@ -20,7 +20,9 @@
 //   - CBC's log is switched off (Cbc_setLogLevel 0 and the "log"/"slogLevel" parameters 0), so
 //     nothing is printed on stdout; the tests check this.
 //   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
-//     applies time limits to branch and bound only, so an LP solve is not time-limited.
+//     applies time limits to branch and bound only, so such a solve is not time-limited. With
+//     Options.NoPresolve an LP goes to Clp's dual simplex directly instead (lp.go), which honours
+//     the time limit and, stopped by it, reports its duals' Lagrangian bound.
 //   - Options.Threads > 1 runs CBC's parallel branch and bound in its repeatable mode.
 //
 // # Cancellation
@@ -172,11 +174,17 @@ func (s cstrings) free() {
 	}
 }
 
-// solve runs one CBC solve. Called with solveLock held.
-func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
-	n, nr := len(m.Cols), len(m.Rows)
+// csc is a model's matrix in column-major (compressed sparse column) form,
+// as CBC and Clp load it.
+type csc struct {
+	start []C.CoinBigIndex // column j's entries are start[j] … start[j+1]−1
+	index []C.int          // their rows
+	value []C.double
+}
 
-	// Column-major (CSC) matrix from the rows.
+// columnMajor is m's matrix in CSC form.
+func columnMajor(m *milp.Model) csc {
+	n := len(m.Cols)
 	start := make([]C.CoinBigIndex, n+1)
 	for _, r := range m.Rows {
 		for _, e := range r.Coefs {
@@ -198,6 +206,17 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 			next[e.Col]++
 		}
 	}
+	return csc{start, index, value}
+}
+
+// solve runs one CBC solve (one Clp solve for an LP solved as loaded,
+// lp.go). Called with solveLock held.
+func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
+	if opt.NoPresolve && !m.HasIntegers() {
+		return solveLP(m, limit) // lp.go
+	}
+	n, nr := len(m.Cols), len(m.Rows)
+	mat := columnMajor(m)
 	colLo, colUp, obj := make([]C.double, n), make([]C.double, n), make([]C.double, n)
 	for j, c := range m.Cols {
 		colLo[j], colUp[j], obj[j] = cbcInf(c.Lower), cbcInf(c.Upper), C.double(c.Obj)
@@ -215,7 +234,7 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	var strs cstrings
 	defer func() { strs.free() }()
 
-	C.Cbc_loadProblem(model, C.int(n), C.int(nr), &start[0], &index[0], &value[0],
+	C.Cbc_loadProblem(model, C.int(n), C.int(nr), &mat.start[0], &mat.index[0], &mat.value[0],
 		&colLo[0], &colUp[0], &obj[0], &rowLo[0], &rowUp[0])
 	// No Cbc_setColName: in CBC 2.10.8, naming columns after
 	// Cbc_loadProblem corrupts memory on some models (Cbc_solve then

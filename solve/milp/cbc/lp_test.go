@@ -1,0 +1,159 @@
+package cbc
+
+import (
+	"context"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"hap/solve/milp"
+)
+
+// TestKnownLPsAsLoaded: the LPs of knownProblems solved as loaded (Clp's
+// dual simplex, lp.go) give CBC's answers, statuses included.
+func TestKnownLPsAsLoaded(t *testing.T) {
+	for _, tc := range knownProblems() {
+		if tc.m.HasIntegers() {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Solver{}.Solve(context.Background(), tc.m, milp.Options{NoPresolve: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tc.status {
+				t.Fatalf("status %v, want %v", res.Status, tc.status)
+			}
+			if !res.Status.HasSolution() {
+				if res.Values != nil || !math.IsNaN(res.Objective) {
+					t.Errorf("no-solution result carries a solution: %+v", res)
+				}
+				return
+			}
+			if math.Abs(res.Objective-tc.obj) > lpTol || res.Bound != res.Objective || res.Gap != 0 {
+				t.Errorf("objective %v bound %v gap %v, want %v proven", res.Objective, res.Bound, res.Gap, tc.obj)
+			}
+			if err := tc.m.Check(res.Values, feasTol); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// transportation is a random n×n transportation LP (min Σ c·x, each
+// source's supply ≥ what it ships, each sink's demand met), with every
+// column bounded so that any duals give a finite bound: big enough that
+// the dual simplex takes a while.
+func transportation(n int, seed int64) *milp.Model {
+	rng := rand.New(rand.NewSource(seed))
+	m := &milp.Model{}
+	supply := make([]milp.Row, n)
+	demand := make([]milp.Row, n)
+	for i := range supply {
+		supply[i] = milp.Row{Lower: -inf, Upper: 10 + 10*rng.Float64()}
+		demand[i] = milp.Row{Lower: 5 + 5*rng.Float64(), Upper: inf}
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			c := m.AddCol(milp.Col{Upper: 20, Obj: 1 + 100*rng.Float64()})
+			supply[i].Coefs = append(supply[i].Coefs, milp.Coef{Col: c, Val: 1})
+			demand[j].Coefs = append(demand[j].Coefs, milp.Coef{Col: c, Val: 1})
+		}
+	}
+	m.Rows = append(supply, demand...)
+	return m
+}
+
+// covering is a random sparse covering LP: min Σ c·x subject to rows
+// Σ a·x ≥ b with positive coefficients, x ∈ [0, 10] (feasible: every row has a column of its own), n rows and columns
+// with k entries per column.
+func covering(n, k int, seed int64) *milp.Model {
+	rng := rand.New(rand.NewSource(seed))
+	m := &milp.Model{}
+	rows := make([]milp.Row, n)
+	for i := range rows {
+		rows[i] = milp.Row{Lower: 1 + rng.Float64(), Upper: inf}
+	}
+	for j := 0; j < n; j++ {
+		c := m.AddCol(milp.Col{Upper: 10, Obj: 1 + rng.Float64()})
+		seen := map[int]bool{j: true} // every row covered
+		rows[j].Coefs = append(rows[j].Coefs, milp.Coef{Col: c, Val: 0.5 + rng.Float64()})
+		for len(seen) < k {
+			i := rng.Intn(n)
+			if !seen[i] {
+				seen[i] = true
+				rows[i].Coefs = append(rows[i].Coefs, milp.Coef{Col: c, Val: 0.5 + rng.Float64()})
+			}
+		}
+	}
+	m.Rows = rows
+	return m
+}
+
+// TestStoppedLPReportsItsDualBound: an LP solved as loaded and stopped by
+// its time limit reports no solution, stopped by time, with a bound below
+// the optimum that its duals prove; a longer limit proves more.
+func TestStoppedLPReportsItsDualBound(t *testing.T) {
+	m := covering(3000, 4, 1)
+	full, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true})
+	if err != nil || full.Status != milp.Optimal {
+		t.Fatalf("unlimited solve: %v %v", full, err)
+	}
+	cbcRes, err := Solver{}.Solve(context.Background(), m, milp.Options{})
+	if err != nil || math.Abs(cbcRes.Objective-full.Objective) > 1e-6*math.Abs(full.Objective) {
+		t.Fatalf("CBC's optimum %v, as loaded %v (%v)", cbcRes.Objective, full.Objective, err)
+	}
+	t.Logf("optimum %.6f in %v", full.Objective, full.Runtime)
+	limit := full.Runtime / 10
+	start := time.Now()
+	res, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true, TimeLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > limit+limitSlack {
+		t.Errorf("took %v with limit %v", time.Since(start), limit)
+	}
+	if res.Status != milp.NoSolution || res.StoppedBy != milp.LimitTime || res.Values != nil {
+		t.Fatalf("status %v stopped by %v after %v (limit %v): want no solution, stopped by time (instance too easy?)", res.Status, res.StoppedBy, res.Runtime, limit)
+	}
+	t.Logf("stopped at %v: bound %.6f", res.Runtime, res.Bound)
+	if math.IsInf(res.Bound, 0) || res.Bound > full.Objective*(1+1e-9) {
+		t.Errorf("stopped solve's bound %v, optimum %v: want a finite bound below it", res.Bound, full.Objective)
+	}
+	// The box alone (every column at its cheapest bound, 0) bounds the
+	// optimum by 0: the duals do better.
+	if !(res.Bound > 0) {
+		t.Errorf("stopped solve's bound %v: no better than the columns' bounds alone", res.Bound)
+	}
+}
+
+// TestDualBoundNeverExceedsTheOptimum: random multipliers, of random sign
+// and size, on random bounded LPs, never bound the optimum from the wrong
+// side; scaled down towards 0 they tend to the box's bound.
+func TestDualBoundNeverExceedsTheOptimum(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 50; trial++ {
+		m := transportation(3+rng.Intn(4), int64(trial))
+		if trial%2 == 1 {
+			m.Sense = milp.Maximize // the supplies cap it; the demands stay
+		}
+		res, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true})
+		if err != nil || res.Status != milp.Optimal {
+			t.Fatalf("trial %d: %v %v", trial, res, err)
+		}
+		sign := 1.0
+		if m.Sense == milp.Maximize {
+			sign = -1
+		}
+		for k := 0; k < 20; k++ {
+			y := make([]float64, len(m.Rows))
+			for i := range y {
+				y[i] = 200 * (rng.Float64() - 0.5)
+			}
+			if b := m.DualBound(y); sign*(b-res.Objective) > 1e-9*math.Abs(res.Objective) {
+				t.Fatalf("trial %d (%v): DualBound %v past the optimum %v", trial, m.Sense, b, res.Objective)
+			}
+		}
+	}
+}
