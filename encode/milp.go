@@ -376,9 +376,38 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		U := float64(e.Segs[l.Seg].Units)
 		perUnit := milpTime * t.Bytes / U
 		alpha := milpTime * e.a2a.Alpha
-		most := 0.0 // the time when one device holds everything
+		// The big M must bound every term as the rows state it, not as
+		// the program would pay it: a group's devices count ⌈L/size⌉
+		// units each, and a node holding many of them can count more
+		// than U (4 units over paper-29's eight V100s count 7 on its
+		// 7-GPU node); with M from U alone, an all-to-all that the
+		// program does not make still charged that excess (bert-base-tiny
+		// on paper-29 priced 30% over Evaluate).
+		ceilMost := func(r int) float64 { // the most units device r's group can count for it
+			return math.Ceil(U / size(groupOf[r]))
+		}
+		most := 0.0 // the most any term can reach
+		for r, k := range e.a2a.PerRank {
+			most = max(most, k*perUnit*ceilMost(r))
+		}
+		for j, k := range e.a2a.PerNode {
+			units := 0.0
+			for _, r := range e.a2a.Nodes[j] {
+				units += ceilMost(r)
+			}
+			most = max(most, k*perUnit*units)
+		}
+		M := alpha + most
 		if !ok {
-			at = col(fmt.Sprintf("a2a_%d_%s", ti, l), 0, inf, false)
+			// What the all-to-all would cost, made or not: at a plan's
+			// point it is at most M, which bounds it in the bound's LP
+			// (TransportLP); the step's bound does not, since an
+			// all-to-all the plan does not make may cost more than its step.
+			hi := inf
+			if f.lean && limit > 0 {
+				hi = M
+			}
+			at = col(fmt.Sprintf("a2a_%d_%s", ti, l), 0, hi, false)
 			a2aOf[key] = at
 			term := func(suffix string, coef lin) {
 				r := lin{at: 1}
@@ -407,27 +436,6 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 				term(fmt.Sprintf("_n%d", j), on)
 			}
 		}
-		// The big M must bound every term as the rows state it, not as
-		// the program would pay it: a group's devices count ⌈L/size⌉
-		// units each, and a node holding many of them can count more
-		// than U (4 units over paper-29's eight V100s count 7 on its
-		// 7-GPU node); with M from U alone, an all-to-all that the
-		// program does not make still charged that excess (bert-base-tiny
-		// on paper-29 priced 30% over Evaluate).
-		ceilMost := func(r int) float64 { // the most units device r's group can count for it
-			return math.Ceil(U / size(groupOf[r]))
-		}
-		for r, k := range e.a2a.PerRank {
-			most = max(most, k*perUnit*ceilMost(r))
-		}
-		for j, k := range e.a2a.PerNode {
-			units := 0.0
-			for _, r := range e.a2a.Nodes[j] {
-				units += ceilMost(r)
-			}
-			most = max(most, k*perUnit*units)
-		}
-		M := alpha + most
 		tc := col(name, 0, inf, false)
 		row(name, -M, inf, lin{tc: 1, at: -1, c: -M}) // tc ≥ at − M(1 − c)
 		return tc

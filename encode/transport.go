@@ -74,14 +74,17 @@ func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *M
 // With limit > 0 every column is bounded, so that the duals of a solve the
 // clock stopped prove a finite bound (milp.Model.DualBound: a reduced cost
 // pulling a column towards an infinite bound makes it −∞). The columns
-// without one of their own are times (the timeline's ends, a tensor's
-// communication, a method's or an all-to-all's cost), capped at T's
-// bound, and the memory sweep's bytes, capped at their device's capacity
-// (memoryRows). Neither cuts off a plan of step at most limit: at a
-// plan's point (each column at the least its rows allow, as the MILP
-// prices it) every time is that of work done within the step, and every
-// byte count is within the peak its memory row holds to the capacity.
-func (e *Encoding) TransportLP(limit float64, o BoundOptions) *milp.Model {
+// without one of their own are times of work done within the step (the
+// timeline's ends, a tensor's communication, a method's or a made
+// all-to-all's cost), capped at T's bound, and the memory sweep's bytes,
+// capped at their device's capacity (memoryRows). What an all-to-all
+// would cost, made or not, has its own cap (a2aTime: not the step's,
+// which an all-to-all the plan does not make may exceed: capped at it,
+// bert-base's LP on paper-32 was infeasible). None cuts off a plan of
+// step at most limit: at a plan's point (each column at the least its
+// rows allow, as the MILP prices it) each is within its cap
+// (TestTransportLPKeepsEveryStart checks that every start stays feasible).
+func (e *Encoding) TransportLP(limit float64, o BoundOptions) (*milp.Model, *MILPVars) {
 	m, v := e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, lean: true})
 	for i := range m.Cols {
 		m.Cols[i].Integer = false
@@ -89,7 +92,7 @@ func (e *Encoding) TransportLP(limit float64, o BoundOptions) *milp.Model {
 			m.Cols[i].Upper = m.Cols[v.T].Upper
 		}
 	}
-	return m
+	return m, v
 }
 
 // BoundOptions select TransportMILP's and TransportLP's form.

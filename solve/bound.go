@@ -47,18 +47,16 @@ type pendingBound struct {
 // known plan: every better plan stays feasible; 0 for none), until stop
 // (zero: to its end). solver nil means CBC in a child process.
 //
-// The LP is solved as loaded (milp.Options.NoPresolve), by Clp's dual
-// simplex: on BERT-MoE, whose LP the plan waits for, that is 1.8–3× faster
-// than CBC's presolved solve (paper-8 at batch 32: 26.7 → 9.0 s), and at
-// stop the dual simplex's duals still prove a bound (TransportLP bounds
-// every column, so it is finite), where CBC's LP would have been killed
+// Under a time limit the LP stops at stop with what its duals prove
+// (milp.Options.DualBoundOnStop; TransportLP bounds every column, so that
+// is finite) where CBC's LP, which does not watch the clock, was killed
 // with nothing. Its process is killed only grace after stop, should the
 // solver overrun its clock (Clp's is CPU time).
 func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode.BoundOptions, solver milp.Solver, stop time.Time, grace time.Duration) *pendingBound {
 	if solver == nil {
 		solver = cbc.Solver{Isolated: true}
 	}
-	opt := milp.Options{Threads: 1, NoPresolve: true}
+	opt := milp.Options{Threads: 1, DualBoundOnStop: true}
 	cancel := context.CancelFunc(func() {})
 	if !stop.IsZero() {
 		opt.TimeLimit = max(time.Until(stop), time.Millisecond)
@@ -68,7 +66,7 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode
 	go func() {
 		defer close(b.done)
 		defer cancel()
-		model := e.TransportLP(limit, o)
+		model, _ := e.TransportLP(limit, o)
 		res, err := solver.Solve(ctx, model, opt)
 		switch {
 		case err != nil:

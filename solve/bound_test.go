@@ -68,9 +68,20 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 		if !o.Memory {
 			full = noMemory
 		}
-		lean := lpSeconds(t, e.TransportLP(0, o))
+		leanModel, _ := e.TransportLP(0, o)
+		lean := lpSeconds(t, leanModel)
 		if above(lean, full) || above(full, lean) {
 			t.Errorf("case %d: TransportLP %.9g s, the transport MILP's relaxation %.9g s (memory rows %v): want them equal", i, lean, full, o.Memory)
+		}
+		// Bounded by the optimum's cost, as the synthesizer bounds it by
+		// a start's, every column is capped: the optimum stays feasible.
+		capped, capVars := e.TransportLP(want, o)
+		if c := lpSeconds(t, capped); above(c, want) {
+			t.Errorf("case %d: TransportLP with its columns capped %.9g s: want at most the optimum %.9g s (memory rows %v)", i, c, want, o.Memory)
+		}
+		e.Fix(capped, capVars, e.ChoiceFrom(vars, res.Values))
+		if c := lpSeconds(t, capped); above(c, br.Seconds) {
+			t.Errorf("case %d: TransportLP capped, pinned to the optimum's program: %.9g s, want at most its cost %.9g s (memory rows %v)", i, c, br.Seconds, o.Memory)
 		}
 	}
 	work := workBound(context.Background(), e)
@@ -376,7 +387,7 @@ func TestTransportLPKeepsTheBound(t *testing.T) {
 		}
 		_, limit := bestStart(e, seeds, timelineCost)
 		fullModel, _ := e.TransportMILP(limit, tc.o)
-		leanModel := e.TransportLP(limit, tc.o)
+		leanModel, _ := e.TransportLP(limit, tc.o)
 		full, lean := lpSeconds(t, fullModel), lpSeconds(t, leanModel)
 		t.Logf("%s on %s %+v: transport LP %.6g s in %d rows, lean %.6g s in %d rows (best start %.6g s)", tc.model, tc.cluster, tc.o, full, len(fullModel.Rows), lean, len(leanModel.Rows), limit)
 		if math.Abs(full-lean) > exactTolerance*full {
@@ -461,15 +472,78 @@ func TestSynthesizeRecordsAStoppedLPsBound(t *testing.T) {
 			t.Errorf("any order %v: bound %g s by %v (any order %v), gap %g: want the stopped LP's %g s", anyOrder, res.Bound, res.BoundBy, res.AnyOrder, res.Gap, partial)
 		}
 	}
-	// Under a time limit the LP gets the clock; as loaded always.
+	// Under a time limit the LP gets the clock, and a stopped one its
+	// duals' bound.
 	opt = Options{Optimizer: ir.Adam(1e-3), TimeLimit: 2 * time.Second, Starts: strategyStarts(g, c), BoundSolver: failed}
 	if _, err := Synthesize(context.Background(), g, m, opt); err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range failed.opts {
 		limited := i == len(failed.opts)-1
-		if !o.NoPresolve || limited != (o.TimeLimit > 0) || o.TimeLimit > opt.TimeLimit {
-			t.Errorf("bound LP %d (time-limited search %v) solved with %+v: want it as loaded, within the time limit when there is one", i, limited, o)
+		if !o.DualBoundOnStop || limited != (o.TimeLimit > 0) || o.TimeLimit > opt.TimeLimit {
+			t.Errorf("bound LP %d (time-limited search %v) solved with %+v: want its duals' bound on a stop, within the time limit when there is one", i, limited, o)
 		}
+	}
+}
+
+// TransportLP caps every column so that a stopped solve's duals prove a
+// finite bound; the caps must cut off no plan within the step bound. Every
+// start of the synthesizer, pinned in the LP bounded by the slowest's
+// cost, stays feasible at no more than its cost. With the all-to-all
+// columns capped at the step's bound, bert-base's LP on paper-32 at batch
+// 1024 was infeasible: an all-to-all a plan does not make can cost more
+// than its step.
+func TestTransportLPKeepsEveryStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size models")
+	}
+	for _, tc := range []struct {
+		model, cluster string
+		batch          int
+		o              encode.BoundOptions
+	}{
+		{"bert-base", "paper-32", 1024, encode.BoundOptions{}},
+		{"bert-moe", "paper-8", 32, encode.BoundOptions{}},
+		{"gpt2", "modern-24", 24, encode.BoundOptions{AnyOrder: true}},
+		{"vgg19", "paper-16", 512, encode.BoundOptions{Memory: true}},
+	} {
+		g, c, m := zooOn(t, tc.model, models.Options{Batch: tc.batch}, tc.cluster)
+		e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seeds []*encode.Choice
+		for _, p := range strategyStarts(g, c) {
+			if ch, ok := e.ChoiceOf(p); ok {
+				seeds = append(seeds, ch)
+			}
+		}
+		// Bounded by the best start's cost, as the synthesizer bounds it
+		// (where the cap bites hardest), and by the slowest's, so that
+		// every start is within the bound.
+		best, slowest := math.Inf(1), 0.0
+		for _, ch := range seeds {
+			if br, err := e.Evaluate(ch); err == nil {
+				best, slowest = min(best, br.Seconds), max(slowest, br.Seconds)
+			}
+		}
+		pinned := 0
+		for _, limit := range []float64{best, slowest} {
+			for _, ch := range seeds {
+				br, err := e.Evaluate(ch)
+				if err != nil || br.Seconds > limit {
+					continue // the bound cuts it off, as it should
+				}
+				model, vars := e.TransportLP(limit, tc.o)
+				e.Fix(model, vars, ch)
+				relax(model)
+				res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{})
+				if err != nil || res.Status != milp.Optimal || res.Objective/encode.MILPTimeUnit > br.Seconds*(1+exactTolerance) {
+					t.Errorf("%s on %s: a start of %.6g s pinned in TransportLP bounded by %.6g s: %v %v, want feasible at most its cost", tc.model, tc.cluster, br.Seconds, limit, res, err)
+				}
+				pinned++
+			}
+		}
+		t.Logf("%s on %s: %d starts pinned within %.6g and %.6g s", tc.model, tc.cluster, pinned, best, slowest)
 	}
 }

@@ -234,10 +234,13 @@ type Options struct {
 	// presolving it (the backend's LP presolve; integer preprocessing is a separate matter).
 	// On the synthesizer's timeline MILPs with a start and few nodes, the root LP is most of
 	// the work and presolving it costs more than it saves. A model without integer columns is
-	// solved as loaded too, by the dual simplex, which the time limit stops (without
-	// NoPresolve a backend may run an LP to its end): the result is then NoSolution, stopped
-	// by LimitTime, with the bound its duals prove (Model.DualBound).
+	// solved as it always is.
 	NoPresolve bool
+	// DualBoundOnStop asks, of a model without integer columns solved under a time limit,
+	// for a proven bound should the limit stop it: the result is then NoSolution, stopped by
+	// LimitTime, with the bound the solver's duals prove (Model.DualBound). Without it a
+	// backend may run an LP to its end whatever the limit (CBC does).
+	DualBoundOnStop bool
 }
 
 // Search says which of the search's parts o leaves on, in a fixed form for

@@ -21,8 +21,8 @@
 //     nothing is printed on stdout; the tests check this.
 //   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
 //     applies time limits to branch and bound only, so such a solve is not time-limited. With
-//     Options.NoPresolve an LP goes to Clp's dual simplex directly instead (lp.go), which honours
-//     the time limit and, stopped by it, reports its duals' Lagrangian bound.
+//     Options.DualBoundOnStop and a time limit an LP goes to Clp directly instead (lp.go), which
+//     honours the limit and, stopped by it, reports its duals' Lagrangian bound.
 //   - Options.Threads > 1 runs CBC's parallel branch and bound in its repeatable mode.
 //
 // # Cancellation
@@ -212,7 +212,7 @@ func columnMajor(m *milp.Model) csc {
 // solve runs one CBC solve (one Clp solve for an LP solved as loaded,
 // lp.go). Called with solveLock held.
 func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
-	if opt.NoPresolve && !m.HasIntegers() {
+	if opt.DualBoundOnStop && limit > 0 && !m.HasIntegers() {
 		return solveLP(m, limit) // lp.go
 	}
 	n, nr := len(m.Cols), len(m.Rows)

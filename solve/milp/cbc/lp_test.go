@@ -2,6 +2,7 @@ package cbc
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -10,34 +11,39 @@ import (
 	"hap/solve/milp"
 )
 
-// TestKnownLPsAsLoaded: the LPs of knownProblems solved as loaded (Clp's
-// dual simplex, lp.go) give CBC's answers, statuses included.
-func TestKnownLPsAsLoaded(t *testing.T) {
+// TestKnownLPsThroughClp: the LPs of knownProblems solved by Clp (lp.go),
+// in either phase, give CBC's answers, statuses included.
+func TestKnownLPsThroughClp(t *testing.T) {
 	for _, tc := range knownProblems() {
 		if tc.m.HasIntegers() {
 			continue
 		}
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := Solver{}.Solve(context.Background(), tc.m, milp.Options{NoPresolve: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Status != tc.status {
-				t.Fatalf("status %v, want %v", res.Status, tc.status)
-			}
-			if !res.Status.HasSolution() {
-				if res.Values != nil || !math.IsNaN(res.Objective) {
-					t.Errorf("no-solution result carries a solution: %+v", res)
+		for _, asLoaded := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, as loaded %v", tc.name, asLoaded), func(t *testing.T) {
+				if len(tc.m.Cols) == 0 {
+					t.Skip("Solve answers a model without columns itself")
 				}
-				return
-			}
-			if math.Abs(res.Objective-tc.obj) > lpTol || res.Bound != res.Objective || res.Gap != 0 {
-				t.Errorf("objective %v bound %v gap %v, want %v proven", res.Objective, res.Bound, res.Gap, tc.obj)
-			}
-			if err := tc.m.Check(res.Values, feasTol); err != nil {
-				t.Error(err)
-			}
-		})
+				res, err := clpSolve(tc.m, time.Minute, asLoaded)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Status != tc.status {
+					t.Fatalf("status %v, want %v", res.Status, tc.status)
+				}
+				if !res.Status.HasSolution() {
+					if res.Values != nil || !math.IsNaN(res.Objective) {
+						t.Errorf("no-solution result carries a solution: %+v", res)
+					}
+					return
+				}
+				if math.Abs(res.Objective-tc.obj) > lpTol || res.Bound != res.Objective || res.Gap != 0 {
+					t.Errorf("objective %v bound %v gap %v, want %v proven", res.Objective, res.Bound, res.Gap, tc.obj)
+				}
+				if err := tc.m.Check(res.Values, feasTol); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 }
 
@@ -91,12 +97,13 @@ func covering(n, k int, seed int64) *milp.Model {
 	return m
 }
 
-// TestStoppedLPReportsItsDualBound: an LP solved as loaded and stopped by
-// its time limit reports no solution, stopped by time, with a bound below
-// the optimum that its duals prove; a longer limit proves more.
+// TestStoppedLPReportsItsDualBound: an LP the dual simplex solves as
+// loaded and its time limit stops reports no solution, stopped by time,
+// with a bound below the optimum that its duals prove; through Solve, with
+// both phases stopped, the same.
 func TestStoppedLPReportsItsDualBound(t *testing.T) {
 	m := covering(3000, 4, 1)
-	full, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true})
+	full, err := clpSolve(m, time.Hour, true)
 	if err != nil || full.Status != milp.Optimal {
 		t.Fatalf("unlimited solve: %v %v", full, err)
 	}
@@ -107,7 +114,7 @@ func TestStoppedLPReportsItsDualBound(t *testing.T) {
 	t.Logf("optimum %.6f in %v", full.Objective, full.Runtime)
 	limit := full.Runtime / 10
 	start := time.Now()
-	res, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true, TimeLimit: limit})
+	res, err := clpSolve(m, limit, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +133,23 @@ func TestStoppedLPReportsItsDualBound(t *testing.T) {
 	if !(res.Bound > 0) {
 		t.Errorf("stopped solve's bound %v: no better than the columns' bounds alone", res.Bound)
 	}
+	// Through Solve: the initial solve has half the limit, the dual
+	// simplex the rest.
+	res, err = Solver{}.Solve(context.Background(), m, milp.Options{DualBoundOnStop: true, TimeLimit: 2 * limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("through Solve, stopped at %v: %v, bound %.6f", res.Runtime, res.Status, res.Bound)
+	if res.Status == milp.Optimal {
+		t.Skip("the initial solve finished within half the limit")
+	}
+	if res.Status != milp.NoSolution || res.StoppedBy != milp.LimitTime || !(res.Bound > 0) || res.Bound > full.Objective*(1+1e-9) {
+		t.Errorf("through Solve: %v stopped by %v, bound %v: want stopped with a bound in (0, %v]", res.Status, res.StoppedBy, res.Bound, full.Objective)
+	}
+	// Without DualBoundOnStop, CBC runs an LP to its end.
+	if res, err := (Solver{}).Solve(context.Background(), m, milp.Options{TimeLimit: limit}); err != nil || res.Status != milp.Optimal {
+		t.Errorf("without DualBoundOnStop: %v %v, want the LP solved", res, err)
+	}
 }
 
 // TestDualBoundNeverExceedsTheOptimum: random multipliers, of random sign
@@ -138,7 +162,7 @@ func TestDualBoundNeverExceedsTheOptimum(t *testing.T) {
 		if trial%2 == 1 {
 			m.Sense = milp.Maximize // the supplies cap it; the demands stay
 		}
-		res, err := Solver{}.Solve(context.Background(), m, milp.Options{NoPresolve: true})
+		res, err := Solver{}.Solve(context.Background(), m, milp.Options{})
 		if err != nil || res.Status != milp.Optimal {
 			t.Fatalf("trial %d: %v %v", trial, res, err)
 		}
