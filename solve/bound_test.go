@@ -375,17 +375,7 @@ func TestTransportLPKeepsTheBound(t *testing.T) {
 		cases = cases[:3]
 	}
 	for _, tc := range cases {
-		g, c, m := zooOn(t, tc.model, models.Options{}, tc.cluster)
-		e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seeds []*encode.Choice
-		for _, p := range strategyStarts(g, c) {
-			if ch, ok := e.ChoiceOf(p); ok {
-				seeds = append(seeds, ch)
-			}
-		}
+		e, seeds := encodedWithStarts(t, tc.model, models.Options{}, tc.cluster)
 		_, limit := bestStart(e, seeds, timelineCost)
 		fullModel, _ := e.TransportMILP(limit, tc.o)
 		leanModel, _ := e.TransportLP(limit, tc.o)
@@ -413,17 +403,7 @@ func TestStoppedBoundLPProvesItsDuals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("solves a 19,000-row LP")
 	}
-	g, c, m := zooOn(t, "bert-moe", models.Options{Batch: 256}, "paper-8")
-	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seeds []*encode.Choice
-	for _, p := range strategyStarts(g, c) {
-		if ch, ok := e.ChoiceOf(p); ok {
-			seeds = append(seeds, ch)
-		}
-	}
+	e, seeds := encodedWithStarts(t, "bert-moe", models.Options{Batch: 256}, "paper-8")
 	_, limit := bestStart(e, seeds, timelineCost)
 	optimum, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, nil, time.Time{}, 0).wait()
 	if !ok || stopped {
@@ -507,17 +487,7 @@ func TestTransportLPKeepsEveryStart(t *testing.T) {
 		{"gpt2", "modern-24", 24, encode.BoundOptions{AnyOrder: true}},
 		{"vgg19", "paper-16", 512, encode.BoundOptions{Memory: true}},
 	} {
-		g, c, m := zooOn(t, tc.model, models.Options{Batch: tc.batch}, tc.cluster)
-		e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seeds []*encode.Choice
-		for _, p := range strategyStarts(g, c) {
-			if ch, ok := e.ChoiceOf(p); ok {
-				seeds = append(seeds, ch)
-			}
-		}
+		e, seeds := encodedWithStarts(t, tc.model, models.Options{Batch: tc.batch}, tc.cluster)
 		// Bounded by the best start's cost, as the synthesizer bounds it
 		// (where the cap bites hardest), and by the slowest's, so that
 		// every start is within the bound.
@@ -546,4 +516,23 @@ func TestTransportLPKeepsEveryStart(t *testing.T) {
 		}
 		t.Logf("%s on %s: %d starts pinned within %.6g and %.6g s", tc.model, tc.cluster, pinned, best, slowest)
 	}
+}
+
+// encodedWithStarts encodes a zoo model on a cluster as the synthesizer
+// does, with the hand-written strategies the encoding expresses as its
+// starts.
+func encodedWithStarts(t *testing.T, model string, opt models.Options, clusterName string) (*encode.Encoding, []*encode.Choice) {
+	t.Helper()
+	g, c, m := zooOn(t, model, opt, clusterName)
+	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seeds []*encode.Choice
+	for _, p := range strategyStarts(g, c) {
+		if ch, ok := e.ChoiceOf(p); ok {
+			seeds = append(seeds, ch)
+		}
+	}
+	return e, seeds
 }

@@ -209,6 +209,25 @@ func columnMajor(m *milp.Model) csc {
 	return csc{start, index, value}
 }
 
+// bounds are a model's column and row bounds and objective as CBC and Clp
+// load them.
+type bounds struct {
+	colLo, colUp, obj, rowLo, rowUp []C.double
+}
+
+// boundsOf is m's bounds, with its objective times sign.
+func boundsOf(m *milp.Model, sign float64) bounds {
+	n, nr := len(m.Cols), len(m.Rows)
+	b := bounds{make([]C.double, n), make([]C.double, n), make([]C.double, n), make([]C.double, nr+1), make([]C.double, nr+1)}
+	for j, c := range m.Cols {
+		b.colLo[j], b.colUp[j], b.obj[j] = cbcInf(c.Lower), cbcInf(c.Upper), C.double(sign*c.Obj)
+	}
+	for i, r := range m.Rows {
+		b.rowLo[i], b.rowUp[i] = cbcInf(r.Lower), cbcInf(r.Upper)
+	}
+	return b
+}
+
 // solve runs one CBC solve (one Clp solve for an LP solved as loaded,
 // lp.go). Called with solveLock held.
 func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
@@ -217,14 +236,8 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	}
 	n, nr := len(m.Cols), len(m.Rows)
 	mat := columnMajor(m)
-	colLo, colUp, obj := make([]C.double, n), make([]C.double, n), make([]C.double, n)
-	for j, c := range m.Cols {
-		colLo[j], colUp[j], obj[j] = cbcInf(c.Lower), cbcInf(c.Upper), C.double(c.Obj)
-	}
-	rowLo, rowUp := make([]C.double, nr+1), make([]C.double, nr+1)
-	for i, r := range m.Rows {
-		rowLo[i], rowUp[i] = cbcInf(r.Lower), cbcInf(r.Upper)
-	}
+	b := boundsOf(m, 1)
+	colLo, colUp, obj, rowLo, rowUp := b.colLo, b.colUp, b.obj, b.rowLo, b.rowUp
 
 	model := C.Cbc_newModel()
 	if model == nil {

@@ -79,21 +79,14 @@ func clpSolve(m *milp.Model, limit time.Duration, asLoaded bool) (*milp.Result, 
 	if m.Sense == milp.Maximize {
 		sign = -1
 	}
-	colLo, colUp, obj := make([]C.double, n), make([]C.double, n), make([]C.double, n)
-	for j, c := range m.Cols {
-		colLo[j], colUp[j], obj[j] = cbcInf(c.Lower), cbcInf(c.Upper), C.double(sign*c.Obj)
-	}
-	rowLo, rowUp := make([]C.double, nr+1), make([]C.double, nr+1)
-	for i, r := range m.Rows {
-		rowLo[i], rowUp[i] = cbcInf(r.Lower), cbcInf(r.Upper)
-	}
+	b := boundsOf(m, sign)
 	model := C.Clp_newModel()
 	if model == nil {
 		return nil, fmt.Errorf("cbc: Clp_newModel failed")
 	}
 	defer C.Clp_deleteModel(model)
 	C.Clp_loadProblem(model, C.int(n), C.int(nr), &mat.start[0], &mat.index[0], &mat.value[0],
-		&colLo[0], &colUp[0], &obj[0], &rowLo[0], &rowUp[0])
+		&b.colLo[0], &b.colUp[0], &b.obj[0], &b.rowLo[0], &b.rowUp[0])
 	C.Clp_setLogLevel(model, 0)
 	C.Clp_setPrimalTolerance(model, clpPrimalTolerance)
 	C.Clp_setMaximumSeconds(model, C.double(limit.Seconds()))
