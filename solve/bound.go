@@ -103,9 +103,8 @@ func nearMemory(e *encode.Encoding, ch *encode.Choice) bool {
 }
 
 // anyOrderBound makes the higher of lp seconds (ok: the LP was solved, or
-// stopped with a bound) and
-// work seconds (the work LP's, 0 if it failed) out's bound over every plan
-// under every issue order, no higher than the objective. The joint MILP's
+// stopped with a bound) and work seconds (the work LP's, 0 if it failed)
+// out's bound over every plan under every issue order, no higher than the objective. The joint MILP's
 // own bound, over list-ordered plans, cannot stand in for them: without
 // either nothing is proven (bound 0). A status "optimal" is the MILP's,
 // over list-ordered plans; over every order it is only feasible, unless

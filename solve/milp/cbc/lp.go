@@ -60,9 +60,14 @@ const clpPrimalTolerance = 1e-9
 // the two phases above. Called with solveLock held, or in a worker.
 func solveLP(m *milp.Model, limit time.Duration) (*milp.Result, error) {
 	t0 := time.Now()
-	res, err := clpSolve(m, limit/2, false)
+	sign := 1.0 // Clp minimises sign·objective; the duals are that minimisation's
+	if m.Sense == milp.Maximize {
+		sign = -1
+	}
+	mat, b := columnMajor(m), boundsOf(m, sign) // built once for both phases
+	res, err := clpSolve(m, mat, b, sign, limit/2, false)
 	if err == nil && res.StoppedBy == milp.LimitTime {
-		res, err = clpSolve(m, max(limit-time.Since(t0), time.Millisecond), true)
+		res, err = clpSolve(m, mat, b, sign, max(limit-time.Since(t0), time.Millisecond), true)
 	}
 	if res != nil {
 		res.Runtime = time.Since(t0)
@@ -70,16 +75,11 @@ func solveLP(m *milp.Model, limit time.Duration) (*milp.Result, error) {
 	return res, err
 }
 
-// clpSolve is one Clp solve of m within limit: its initial solve, or with
-// asLoaded its dual simplex without presolve.
-func clpSolve(m *milp.Model, limit time.Duration, asLoaded bool) (*milp.Result, error) {
+// clpSolve is one Clp solve of m (its matrix mat, its bounds b with the
+// objective times sign) within limit: its initial solve, or with asLoaded
+// its dual simplex without presolve.
+func clpSolve(m *milp.Model, mat csc, b bounds, sign float64, limit time.Duration, asLoaded bool) (*milp.Result, error) {
 	n, nr := len(m.Cols), len(m.Rows)
-	mat := columnMajor(m)
-	sign := 1.0 // Clp minimises sign·objective; the duals are that minimisation's
-	if m.Sense == milp.Maximize {
-		sign = -1
-	}
-	b := boundsOf(m, sign)
 	model := C.Clp_newModel()
 	if model == nil {
 		return nil, fmt.Errorf("cbc: Clp_newModel failed")

@@ -23,7 +23,7 @@ func TestKnownLPsThroughClp(t *testing.T) {
 				if len(tc.m.Cols) == 0 {
 					t.Skip("Solve answers a model without columns itself")
 				}
-				res, err := clpSolve(tc.m, time.Minute, asLoaded)
+				res, err := clpSolveModel(tc.m, time.Minute, asLoaded)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,7 +103,7 @@ func covering(n, k int, seed int64) *milp.Model {
 // both phases stopped, the same.
 func TestStoppedLPReportsItsDualBound(t *testing.T) {
 	m := covering(3000, 4, 1)
-	full, err := clpSolve(m, time.Hour, true)
+	full, err := clpSolveModel(m, time.Hour, true)
 	if err != nil || full.Status != milp.Optimal {
 		t.Fatalf("unlimited solve: %v %v", full, err)
 	}
@@ -114,7 +114,7 @@ func TestStoppedLPReportsItsDualBound(t *testing.T) {
 	t.Logf("optimum %.6f in %v", full.Objective, full.Runtime)
 	limit := full.Runtime / 10
 	start := time.Now()
-	res, err := clpSolve(m, limit, true)
+	res, err := clpSolveModel(m, limit, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +180,13 @@ func TestDualBoundNeverExceedsTheOptimum(t *testing.T) {
 			}
 		}
 	}
+}
+
+// clpSolveModel is one phase of solveLP on m, a minimisation or not.
+func clpSolveModel(m *milp.Model, limit time.Duration, asLoaded bool) (*milp.Result, error) {
+	sign := 1.0
+	if m.Sense == milp.Maximize {
+		sign = -1
+	}
+	return clpSolve(m, columnMajor(m), boundsOf(m, sign), sign, limit, asLoaded)
 }
