@@ -241,6 +241,13 @@ type Options struct {
 	// LimitTime, with the bound the solver's duals prove (Model.DualBound). Without it a
 	// backend may run an LP to its end whatever the limit (CBC does).
 	DualBoundOnStop bool
+	// Choices, for a model without integer columns, are sets of columns of which exactly one
+	// is 1 at every point the result is to bound (the rules an op may run, one binary each, in
+	// an LP relaxation): the LP is then branched on them best-first (BranchChoices), up to
+	// NodeLimit LP solves after the root's, and Result.Bound is the least open branch's value,
+	// at least the LP's optimum. Put the choices likeliest to matter first: a branch tries the
+	// first few its LP leaves fractional.
+	Choices [][]int
 }
 
 // Search says which of the search's parts o leaves on, in a fixed form for
@@ -280,6 +287,14 @@ func (o *Options) Validate(m *Model) error {
 	}
 	if o.NodeLimit < 0 || o.PumpPasses < 0 {
 		return invalid("negative node limit %d or pump passes %d", o.NodeLimit, o.PumpPasses)
+	}
+	if len(o.Choices) > 0 {
+		if m.HasIntegers() {
+			return invalid("choices are for a model without integer columns")
+		}
+		if err := ValidateChoices(m, o.Choices); err != nil {
+			return err
+		}
 	}
 	for j, v := range o.Start {
 		if j < 0 || j >= len(m.Cols) {

@@ -231,7 +231,10 @@ func boundsOf(m *milp.Model, sign float64) bounds {
 // solve runs one CBC solve (one Clp solve for an LP solved as loaded,
 // lp.go). Called with solveLock held.
 func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
-	if opt.DualBoundOnStop && limit > 0 && !m.HasIntegers() {
+	switch {
+	case len(opt.Choices) > 0:
+		return branchLP(m, opt, limit) // branch.go
+	case opt.DualBoundOnStop && limit > 0 && !m.HasIntegers():
 		return solveLP(m, limit) // lp.go
 	}
 	n, nr := len(m.Cols), len(m.Rows)

@@ -59,62 +59,155 @@ const clpPrimalTolerance = 1e-9
 // solveLP solves m, which has no integer columns, within limit (> 0), by
 // the two phases above. Called with solveLock held, or in a worker.
 func solveLP(m *milp.Model, limit time.Duration) (*milp.Result, error) {
-	t0 := time.Now()
-	sign := 1.0 // Clp minimises sign·objective; the duals are that minimisation's
+	s, err := newClpSession(m)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Solve(limit)
+}
+
+// clpSession is an LP loaded into Clp once and solved again as its column
+// bounds change (milp.LPSession, for milp.BranchChoices). Its first solve
+// is the root's: Clp's initial solve without a limit, the two phases above
+// with one. Every later solve is the dual simplex from the basis the last
+// one left, which a change of bounds keeps dual feasible, so a branch's LP
+// takes a fraction of the root's pivots. Not safe for concurrent use;
+// callers hold solveLock or run in a worker.
+type clpSession struct {
+	m      *milp.Model
+	model  unsafe.Pointer // Clp_Simplex
+	sign   float64        // Clp minimises sign·objective; the duals are that minimisation's
+	mat    csc
+	b      bounds     // the columns' as the session's solves see them
+	cols   []milp.Col // the same, for the duals' bound
+	dirty  bool       // b's columns differ from what Clp has
+	solved bool       // the root was solved: later solves warm-start
+}
+
+var _ milp.LPSession = (*clpSession)(nil)
+
+// newClpSession loads m, which has no integer columns, into Clp. Close it.
+func newClpSession(m *milp.Model) (*clpSession, error) {
+	sign := 1.0
 	if m.Sense == milp.Maximize {
 		sign = -1
 	}
-	mat, b := columnMajor(m), boundsOf(m, sign) // built once for both phases
-	res, err := clpSolve(m, mat, b, sign, limit/2, false)
-	if err == nil && res.StoppedBy == milp.LimitTime {
-		res, err = clpSolve(m, mat, b, sign, max(limit-time.Since(t0), time.Millisecond), true)
+	s := &clpSession{m: m, sign: sign, mat: columnMajor(m), b: boundsOf(m, sign), cols: append([]milp.Col(nil), m.Cols...)}
+	if err := s.load(); err != nil {
+		return nil, err
 	}
-	if res != nil {
-		res.Runtime = time.Since(t0)
-	}
-	return res, err
+	return s, nil
 }
 
-// clpSolve is one Clp solve of m (its matrix mat, its bounds b with the
-// objective times sign) within limit: its initial solve, or with asLoaded
-// its dual simplex without presolve.
-func clpSolve(m *milp.Model, mat csc, b bounds, sign float64, limit time.Duration, asLoaded bool) (*milp.Result, error) {
-	n, nr := len(m.Cols), len(m.Rows)
-	model := C.Clp_newModel()
-	if model == nil {
-		return nil, fmt.Errorf("cbc: Clp_newModel failed")
+// load (re)loads the LP into a fresh Clp model.
+func (s *clpSession) load() error {
+	s.Close()
+	s.model = C.Clp_newModel()
+	if s.model == nil {
+		return fmt.Errorf("cbc: Clp_newModel failed")
 	}
-	defer C.Clp_deleteModel(model)
-	C.Clp_loadProblem(model, C.int(n), C.int(nr), &mat.start[0], &mat.index[0], &mat.value[0],
-		&b.colLo[0], &b.colUp[0], &b.obj[0], &b.rowLo[0], &b.rowUp[0])
-	C.Clp_setLogLevel(model, 0)
-	C.Clp_setPrimalTolerance(model, clpPrimalTolerance)
-	C.Clp_setMaximumSeconds(model, C.double(limit.Seconds()))
+	C.Clp_loadProblem(s.model, C.int(len(s.m.Cols)), C.int(len(s.m.Rows)), &s.mat.start[0], &s.mat.index[0], &s.mat.value[0],
+		&s.b.colLo[0], &s.b.colUp[0], &s.b.obj[0], &s.b.rowLo[0], &s.b.rowUp[0])
+	C.Clp_setLogLevel(s.model, 0)
+	C.Clp_setPrimalTolerance(s.model, clpPrimalTolerance)
+	s.dirty = false
+	return nil
+}
+
+// Close frees Clp's model.
+func (s *clpSession) Close() {
+	if s.model != nil {
+		C.Clp_deleteModel(s.model)
+		s.model = nil
+	}
+}
+
+// SetBounds changes column j's bounds for the solves that follow.
+func (s *clpSession) SetBounds(j int, lower, upper float64) {
+	s.b.colLo[j], s.b.colUp[j] = cbcInf(lower), cbcInf(upper)
+	s.cols[j].Lower, s.cols[j].Upper = lower, upper
+	s.dirty = true
+}
+
+// Solve solves the LP as its bounds now are, within limit (0: none).
+func (s *clpSession) Solve(limit time.Duration) (*milp.Result, error) {
 	t0 := time.Now()
-	if asLoaded {
-		C.Clp_dual(model, 0)
-	} else {
-		C.Clp_initialSolve(model)
+	var res *milp.Result
+	var err error
+	switch {
+	case s.solved:
+		res, err = s.phase(limit, clpWarm)
+	case limit > 0:
+		res, err = s.phase(limit/2, clpInitial)
+		if err == nil && res.StoppedBy == milp.LimitTime {
+			if err = s.load(); err == nil {
+				res, err = s.phase(max(limit-time.Since(t0), time.Millisecond), clpAsLoaded)
+			}
+		}
+	default:
+		res, err = s.phase(0, clpInitial)
 	}
+	if err != nil {
+		return nil, err
+	}
+	s.solved = s.solved || res.Status == milp.Optimal
+	res.Runtime = time.Since(t0)
+	return res, nil
+}
+
+// clpRun is how a phase runs Clp.
+type clpRun int8
+
+const (
+	clpInitial  clpRun = iota // Clp's initial solve: presolve, its choice of simplex
+	clpAsLoaded               // the dual simplex on the model as loaded, no presolve
+	clpWarm                   // the dual simplex from the last solve's basis
+)
+
+// phase is one Clp solve of the session's LP within limit (0: none).
+func (s *clpSession) phase(limit time.Duration, run clpRun) (*milp.Result, error) {
+	model := s.model
+	if s.dirty {
+		C.Clp_chgColumnLower(model, &s.b.colLo[0])
+		C.Clp_chgColumnUpper(model, &s.b.colUp[0])
+		s.dirty = false
+	}
+	seconds := -1.0 // none
+	if limit > 0 {
+		seconds = limit.Seconds()
+	}
+	C.Clp_setMaximumSeconds(model, C.double(seconds))
+	t0 := time.Now()
+	if run == clpInitial {
+		C.Clp_initialSolve(model)
+	} else {
+		C.Clp_dual(model, 0)
+	}
+	n, nr := len(s.m.Cols), len(s.m.Rows)
 	res := &milp.Result{Objective: math.NaN(), Gap: math.Inf(1), Runtime: time.Since(t0)}
 	switch st := C.Clp_status(model); st {
 	case clpOptimal:
 		values := goFloats(C.Clp_getColSolution(model), n)
 		res.Status, res.Values = milp.Optimal, values
-		res.Objective = m.Objective(values)
+		res.Objective = s.m.Objective(values)
 		res.Bound, res.Gap = res.Objective, 0
 	case clpPrimalInfeasible, clpDualInfeasible:
 		// Dual infeasible can hide a primal infeasible one too: unbounded
 		// only if a zero objective is solvable.
 		res.Status = milp.Infeasible
-		res.Bound = math.Inf(int(sign))
+		res.Bound = math.Inf(int(s.sign))
 		if st == clpDualInfeasible && clpFeasible(model, n) {
-			res.Status, res.Bound = milp.Unbounded, math.Inf(-int(sign))
+			res.Status, res.Bound = milp.Unbounded, math.Inf(-int(s.sign))
 		}
 	case clpStopped:
-		res.Status, res.StoppedBy, res.Bound = milp.NoSolution, milp.LimitTime, math.Inf(-int(sign))
-		if asLoaded {
-			res.Bound = m.DualBound(goFloats(C.Clp_dualRowSolution(model), nr))
+		res.Status, res.StoppedBy, res.Bound = milp.NoSolution, milp.LimitTime, math.Inf(-int(s.sign))
+		if run != clpInitial {
+			// The bounds the duals are for: the session's, which a
+			// branch may have changed.
+			c := *s.m
+			c.Cols = s.cols
+			res.Bound = c.DualBound(goFloats(C.Clp_dualRowSolution(model), nr))
 		}
 	default:
 		return nil, fmt.Errorf("cbc: Clp stopped with status %d (numerical difficulties)", int(st))

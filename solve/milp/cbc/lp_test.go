@@ -184,9 +184,14 @@ func TestDualBoundNeverExceedsTheOptimum(t *testing.T) {
 
 // clpSolveModel is one phase of solveLP on m, a minimisation or not.
 func clpSolveModel(m *milp.Model, limit time.Duration, asLoaded bool) (*milp.Result, error) {
-	sign := 1.0
-	if m.Sense == milp.Maximize {
-		sign = -1
+	s, err := newClpSession(m)
+	if err != nil {
+		return nil, err
 	}
-	return clpSolve(m, columnMajor(m), boundsOf(m, sign), sign, limit, asLoaded)
+	defer s.Close()
+	run := clpInitial
+	if asLoaded {
+		run = clpAsLoaded
+	}
+	return s.phase(limit, run)
 }
