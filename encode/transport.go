@@ -1,8 +1,10 @@
 package encode
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"hap/solve/milp"
 )
@@ -229,4 +231,61 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 			}
 		}
 	}
+}
+
+// BoundChoices are the choices of TransportLP's model v that a branching
+// search over its LP may branch on (milp.Options.Choices): each op
+// class's rule, each leaf class's layout, where there is more than one —
+// at every integer point exactly one column of each is 1. They come in
+// the order of the communication the incumbent ch (nil: none) makes next
+// to them, the most first: the relaxation mixes rules so that a layout
+// change costs little or nothing, and where the incumbent communicates
+// most, making the choice is likeliest to cost. On BERT-MoE on paper-29,
+// the LP runs every class a third on the batch's lengths and two thirds
+// on the experts', and the dispatch's and combine's all-to-alls, most of
+// the plan's step, cost nothing; branching on the dispatch's rule lifts
+// the bound by 29%, on the first classes in graph order by 2.5% in 60
+// LPs. Ties keep class order, op classes before leaves.
+func (e *Encoding) BoundChoices(v *MILPVars, ch *Choice) [][]int {
+	comm := make([]float64, len(e.Tensors)) // each tensor class's communication under ch, all its tensors
+	if ch != nil {
+		for ti := range e.Tensors {
+			if sec, _, err := e.tensorComm(ch, ti); err == nil {
+				comm[ti] = (sec.Forward + sec.Adjoint) * float64(len(e.Tensors[ti].Tensors))
+			}
+		}
+	}
+	type choice struct {
+		cols  []int
+		score float64
+	}
+	var all []choice
+	for ci, cols := range v.x {
+		if len(cols) < 2 {
+			continue
+		}
+		score := 0.0
+		for ti := range e.Tensors {
+			t := &e.Tensors[ti]
+			near := t.Producer == ci
+			for _, cs := range t.Consumers {
+				near = near || cs[0] == ci
+			}
+			if near {
+				score += comm[ti]
+			}
+		}
+		all = append(all, choice{slices.Clone(cols), score})
+	}
+	for ti, cols := range v.y {
+		if len(cols) > 1 {
+			all = append(all, choice{slices.Clone(cols), comm[ti]})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b choice) int { return cmp.Compare(b.score, a.score) })
+	out := make([][]int, len(all))
+	for i, c := range all {
+		out[i] = c.cols
+	}
+	return out
 }

@@ -201,7 +201,16 @@ const (
 	// StoppedSuffix follows BoundByLP or BoundByLPAnyOrder when the
 	// clock stopped the LP ("transport-lp-stopped").
 	StoppedSuffix = "-stopped"
+	// BranchedSuffix follows them when the bound is the least open
+	// branch of the LP branched on the op classes' rules
+	// (SynthOptions.BoundLPs; "transport-lp-branched").
+	BranchedSuffix = "-branched"
 )
+
+// BoundLPsOption names, in Solver.Options, the LP solves the bound's
+// branching was allowed after the LP's own (SynthOptions.BoundLPs);
+// absent when it was not asked for.
+const BoundLPsOption = "bound-lps"
 
 // lpBound is the form of the transport LP that proved the plan's bound
 // (BoundByLP, BoundByLPAnyOrder; "" when another did) and whether the
@@ -209,10 +218,26 @@ const (
 func (s Solver) lpBound() (form string, stopped bool) {
 	v, _ := s.option(BoundOption)
 	form, stopped = strings.CutSuffix(v, StoppedSuffix)
+	if !stopped {
+		form, _ = strings.CutSuffix(form, BranchedSuffix)
+	}
 	if form != BoundByLP && form != BoundByLPAnyOrder {
 		return "", false
 	}
 	return form, stopped
+}
+
+// BoundFromBranchedLP reports whether the plan's bound is the least open
+// branch of the transport LP branched on the op classes' rules, and how
+// many LP solves the branching was allowed (SynthOptions.BoundLPs).
+func (s Solver) BoundFromBranchedLP() (lps int, ok bool) {
+	v, _ := s.option(BoundOption)
+	if !strings.HasSuffix(v, BranchedSuffix) || !s.BoundFromLP() {
+		return 0, false
+	}
+	n, _ := s.option(BoundLPsOption)
+	lps, _ = strconv.Atoi(n)
+	return lps, true
 }
 
 // BoundFromLP reports whether the plan's bound is the transport

@@ -62,6 +62,11 @@ type SynthOptions struct {
 	// will be searched (SearchOrder), so that the bound and gap are the
 	// pair's.
 	AnyOrderBound bool
+	// BoundLPs, when positive, branches the bound's transport LP on the op
+	// classes' rules for up to that many more LP solves
+	// (solve.Options.BoundLPs): a higher proven bound where the LP mixes
+	// rules, at about the LP's time for each. The plan records it.
+	BoundLPs int
 }
 
 // Untie says which of the joint MILP's ties SynthOptions lifts.
@@ -184,7 +189,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, baselines, simulated) }()
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
 		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
-			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound}
+			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound, BoundLPs: opt.BoundLPs}
 		if !opt.Untie.Any() {
 			return solve.Synthesize(ctx, in.Graph, m, so)
 		}
@@ -383,13 +388,21 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		boundBy = BoundByWork
 	case res.AnyOrder:
 		boundBy = BoundByLPAnyOrder
-	case res.BoundBy == solve.BoundTransportLP || res.BoundBy == solve.BoundTransportLPStopped:
+	case res.BoundBy == solve.BoundTransportLP || res.BoundBy == solve.BoundTransportLPStopped || res.BoundBy == solve.BoundTransportLPBranched:
 		boundBy = BoundByLP
 	}
-	if res.BoundBy == solve.BoundTransportLPStopped {
+	switch res.BoundBy {
+	case solve.BoundTransportLPStopped:
 		boundBy += StoppedSuffix
+	case solve.BoundTransportLPBranched:
+		boundBy += BranchedSuffix
 	}
 	sol.Options = append(sol.Options, Software{BoundOption, boundBy})
+	if res.BoundLPs > 0 {
+		// Only when asked for: a plan planned without it records nothing,
+		// so its bytes are as before.
+		sol.Options = append(sol.Options, Software{BoundLPsOption, strconv.Itoa(res.BoundLPs)})
+	}
 	e := res.Encoding
 	forward := 0
 	for i := range e.G.Ops {

@@ -80,6 +80,19 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 		if c := lpSeconds(t, capped); above(c, want) {
 			t.Errorf("case %d: TransportLP with its columns capped %.9g s: want at most the optimum %.9g s (memory rows %v)", i, c, want, o.Memory)
 		}
+		// Branched on the op classes' rules and the leaves' layouts, a
+		// little and to its end, the LP still bounds the optimum, and
+		// its bound is no lower than the LP's.
+		lp := lpSeconds(t, capped)
+		for _, lps := range []int{4, 400} {
+			r, err := cbc.Solver{}.Solve(context.Background(), capped, milp.Options{Choices: e.BoundChoices(capVars, e.ChoiceFrom(vars, res.Values)), NodeLimit: lps})
+			if err != nil {
+				t.Fatalf("case %d: the branched LP: %v", i, err)
+			}
+			if b := r.Bound / encode.MILPTimeUnit; above(b, want) || above(lp, b) || lps == 400 && r.Status != milp.Optimal {
+				t.Errorf("case %d: the LP branched with %d LPs: %v, bound %.9g s; want at least the LP's %.9g s and at most the optimum %.9g s (memory rows %v)", i, lps, r.Status, b, lp, want, o.Memory)
+			}
+		}
 		e.Fix(capped, capVars, e.ChoiceFrom(vars, res.Values))
 		if c := lpSeconds(t, capped); above(c, br.Seconds) {
 			t.Errorf("case %d: TransportLP capped, pinned to the optimum's program: %.9g s, want at most its cost %.9g s (memory rows %v)", i, c, br.Seconds, o.Memory)
@@ -405,13 +418,13 @@ func TestStoppedBoundLPProvesItsDuals(t *testing.T) {
 	}
 	e, seeds := encodedWithStarts(t, "bert-moe", models.Options{Batch: 256}, "paper-8")
 	_, limit := bestStart(e, seeds, timelineCost)
-	optimum, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, nil, time.Time{}, 0).wait()
+	optimum, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, 0, nil, nil, time.Time{}, 0).wait()
 	if !ok || stopped {
 		t.Fatalf("the LP run to its end: ok %v, stopped %v", ok, stopped)
 	}
 	work := workBound(context.Background(), e)
 	for _, after := range []time.Duration{2500 * time.Millisecond, 5 * time.Second} {
-		got, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, nil, time.Now().Add(after), time.Second).wait()
+		got, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, 0, nil, nil, time.Now().Add(after), time.Second).wait()
 		t.Logf("stopped after %v: bound %.6g s (ok %v, stopped %v); work LP %.6g s, LP optimum %.6g s", after, got, ok, stopped, work, optimum)
 		if !ok || !stopped {
 			t.Fatalf("after %v: ok %v, stopped %v: want a bound from the stopped LP", after, ok, stopped)

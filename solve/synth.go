@@ -69,6 +69,11 @@ type Options struct {
 	// that form whatever the limits, and it alone is the bound, since the
 	// joint MILP's holds over list-ordered plans only (bound.go).
 	AnyOrderBound bool
+	// BoundLPs, when positive, branches the bound's transport LP on the
+	// op classes' rules for up to that many more LP solves (startBound):
+	// a higher bound, at about the LP's time for each. It counts LPs, not
+	// seconds, so the plan stays the same on any machine.
+	BoundLPs int
 }
 
 // Result is a synthesized program and how it was found.
@@ -99,6 +104,8 @@ type Result struct {
 	// (Options.AnyOrderBound).
 	BoundBy  BoundSource
 	AnyOrder bool
+	// BoundLPs is Options.BoundLPs, for the plan's record.
+	BoundLPs int
 	// SolverFailure, when set, is why the joint MILP gave no answer (its
 	// solver process died); the plan is then the polished start's, with
 	// the transport LP's bound, or the work LP's when that failed too.
@@ -204,7 +211,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
 		bctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, its child process goes too
-		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundSolver,
+		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundLPs, seed, opt.BoundSolver,
 			deadline, graceFor(opt.TimeLimit))
 	}
 	var timed bool // whether the clock stopped any solve
@@ -356,15 +363,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: res.Objective / encode.MILPTimeUnit, Bound: res.Bound / encode.MILPTimeUnit, Gap: res.Gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
-		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search()}
+		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search(), BoundLPs: opt.BoundLPs}
 	if opt.AnyOrderBound { // the bound LP always runs then
-		lp, ok, stopped := bound.wait()
-		anyOrderBound(out, lp, ok, stopped, work)
+		lp, ok, _ := bound.wait()
+		anyOrderBound(out, lp, ok, bound.source(), work)
 		return out, nil
 	}
 	if bound != nil {
-		if lp, ok, stopped := bound.wait(); ok {
-			liftBound(out, lp, lpSource(stopped))
+		if lp, ok, _ := bound.wait(); ok {
+			liftBound(out, lp, bound.source())
 		}
 	}
 	liftBound(out, work, BoundWorkLP)

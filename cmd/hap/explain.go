@@ -468,11 +468,21 @@ func boundBy(s plan.Solver) string {
 	case s.BoundFromWork():
 		return " by the work LP (the ideal compute time: every op split in the best proportions for these GPUs, communication free: it holds for every plan, tied or not, in every issue order)"
 	case s.BoundOverAnyOrder():
-		return " by the transport LP" + lpStoppedNote(s) + ", over every plan in every issue order of its collectives"
+		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s) + ", over every plan in every issue order of its collectives"
 	case s.BoundFromLP():
-		return " by the transport LP" + lpStoppedNote(s)
+		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s)
 	}
 	return ""
+}
+
+// lpBranchedNote says, of a bound the transport LP proved branched on the
+// op classes' rules, so, and with how many LPs.
+func lpBranchedNote(s plan.Solver) string {
+	lps, ok := s.BoundFromBranchedLP()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" branched on the op classes' rules (up to %d more LPs, --bound-lps: the least open branch's value)", lps)
 }
 
 // lpStoppedNote says, of a bound the transport LP's duals proved when the

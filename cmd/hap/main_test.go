@@ -83,6 +83,8 @@ func TestBadInputGetsOneClearLine(t *testing.T) {
 		{[]string{"train", "--model", "mlp-tiny", "--batch", "0"}, 2, "--batch 0: must be positive"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "0"}, 2, "--node-limit 0: must be positive"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--batch", "-3"}, 2, "--batch -3: must be positive"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--bound-lps", "0"}, 2, "--bound-lps 0: must be positive"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--bound-lps", "4"}, 2, "--bound-lps proves the synthesizer's bound"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--time-limit", "0s"}, 2, "--time-limit 0s: must be positive"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--experts", "0"}, 2, "--experts 0"},
 		{[]string{"bench", "--suite", "paper", "--node-limit", "-1"}, 2, "--node-limit -1"},

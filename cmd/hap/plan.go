@@ -42,6 +42,9 @@ type modelFlags struct {
 	// anyOrderBound asks for a bound over every issue order
 	// (plan.SynthOptions.AnyOrderBound): plan --search-order.
 	anyOrderBound bool
+	// boundLPs branches the bound's LP (plan.SynthOptions.BoundLPs):
+	// plan --bound-lps.
+	boundLPs int
 }
 
 // modelPositive names modelFlags' flags whose 0 means "the default", so
@@ -93,7 +96,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	}
 	if m.strategy == "" {
 		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound})
+			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs})
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
@@ -108,19 +111,23 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	var o orderFlags
 	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it; the plan's proven bound then holds over every plan in every issue order")
+	fs.IntVar(&m.boundLPs, "bound-lps", 0, "prove a tighter bound: branch the bound's LP on the op classes' rules for up to N more LP solves, each taking about as long as the LP (seconds to a minute on full-size models); it counts LPs, not time, so the plan stays reproducible")
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
-	if err := parse(fs, args, modelPositive()...); err != nil {
+	if err := parse(fs, args, append(modelPositive(), "bound-lps")...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if m.boundLPs > 0 && m.strategy != "" {
+		return usageErr("--bound-lps proves the synthesizer's bound; --strategy %s is built by hand", m.strategy)
 	}
 	if err := o.check(); err != nil {
 		return err

@@ -715,3 +715,50 @@ func TestExplainCreditsTheWorkLP(t *testing.T) {
 		t.Errorf("solver line %q, then %q: want the work LP credited, and no ties note", line, rest)
 	}
 }
+
+// TestPlanBoundLPs: hap plan --bound-lps branches the bound's LP: the plan
+// is the same, the bound no lower, the option and the bound's source
+// recorded, and explain says what proved it.
+func TestPlanBoundLPs(t *testing.T) {
+	dir := t.TempDir()
+	read := func(args ...string) *plan.Plan {
+		f := filepath.Join(dir, "plan.json")
+		if code, _, errs := runCLI(append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f}, args...)...); code != 0 {
+			t.Fatalf("plan %v: %d %s", args, code, errs)
+		}
+		pl, err := plan.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	plain := read()
+	branched := read("--bound-lps", "6")
+	by := func(pl *plan.Plan) (bound, lps string) {
+		for _, o := range pl.Solver.Options {
+			switch o.Name {
+			case plan.BoundOption:
+				bound = o.Version
+			case plan.BoundLPsOption:
+				lps = o.Version
+			}
+		}
+		return bound, lps
+	}
+	plainBy, plainLPs := by(plain)
+	branchedBy, branchedLPs := by(branched)
+	t.Logf("bound %.6g ms by %s; branched: %.6g ms by %s (%s LPs)", 1e3*plain.Solver.Bound, plainBy, 1e3*branched.Solver.Bound, branchedBy, branchedLPs)
+	if plainBy != plan.BoundByLP || plainLPs != "" {
+		t.Errorf("without --bound-lps: bound by %q, bound-lps %q: want %q and nothing recorded", plainBy, plainLPs, plan.BoundByLP)
+	}
+	if branchedBy != plan.BoundByLP+plan.BranchedSuffix || branchedLPs != "6" {
+		t.Errorf("--bound-lps 6: bound by %q, bound-lps %q: want %q and 6", branchedBy, branchedLPs, plan.BoundByLP+plan.BranchedSuffix)
+	}
+	if branched.Solver.Objective != plain.Solver.Objective || branched.Solver.Bound < plain.Solver.Bound || branched.Solver.Bound > branched.Solver.Objective {
+		t.Errorf("--bound-lps 6: objective %g, bound %g; without: %g, %g: want the same plan and a bound between", branched.Solver.Objective, branched.Solver.Bound, plain.Solver.Objective, plain.Solver.Bound)
+	}
+	code, out, errs := runCLI("explain", filepath.Join(dir, "plan.json"))
+	if code != 0 || !strings.Contains(out, "by the transport LP branched on the op classes' rules (up to 6 more LPs") {
+		t.Errorf("explain: %d %s; output:\n%s\nwant the branched LP credited", code, errs, out)
+	}
+}

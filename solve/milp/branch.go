@@ -54,8 +54,11 @@ type BranchOptions struct {
 
 // DefaultBranchCandidates is how many fractional choices BranchChoices
 // tries at a branch by default: the one kept is the one whose least
-// branch is highest, and every one tried raises the branch's value.
-const DefaultBranchCandidates = 3
+// branch is highest, and every one tried raises the branch's value. Two,
+// not more: on the synthesizer's bound LPs each branch costs about the
+// root LP's time (BERT-MoE on paper-29: 2–4 s, warm-started or not), and
+// its order of choices puts the one that matters first or second.
+const DefaultBranchCandidates = 2
 
 // branchIntegral is how close to 0 or 1 a choice's columns must be for
 // the choice to count as made (the LP solver's primal tolerance is 1e-9;
@@ -159,37 +162,38 @@ func BranchChoices(s LPSession, m *Model, choices [][]int, opt BranchOptions) (*
 		left := time.Until(opt.Deadline)
 		return left, left > 0
 	}
-	// lp solves the branch fixed so; ok is false when it is infeasible,
-	// stopped is true when the clock stopped it.
-	lp := func(fixed map[int]int) (n *branchNode, ok, stopped bool, err error) {
+	// lp solves the branch fixed so: n is nil when it is infeasible or
+	// the clock stopped it (stopped, with the bound the session proved).
+	lp := func(fixed map[int]int) (n *branchNode, stopped bool, bound float64, err error) {
 		left, more := timeLeft()
 		if !more {
-			return nil, false, true, nil
+			return nil, true, math.Inf(-int(sign)), nil
 		}
 		setFixing(fixed)
 		r, err := s.Solve(left)
 		if err != nil {
-			return nil, false, false, err
+			return nil, false, 0, err
 		}
 		switch r.Status {
 		case Optimal:
-			return &branchNode{fixed: fixed, value: sign * r.Objective, values: r.Values}, true, false, nil
+			return &branchNode{fixed: fixed, value: sign * r.Objective, values: r.Values}, false, 0, nil
 		case Infeasible:
-			return nil, false, false, nil
+			return nil, false, 0, nil
 		case NoSolution:
-			return nil, false, true, nil
+			return nil, true, r.Bound, nil
 		}
-		return nil, false, false, fmt.Errorf("milp: branch LP: %s", r.Status)
+		return nil, false, 0, fmt.Errorf("milp: branch LP: %s", r.Status)
 	}
-	root, ok, stopped, err := lp(map[int]int{})
+	root, stopped, bound, err := lp(map[int]int{})
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case stopped:
-		out.StoppedBy, out.Bound = LimitTime, math.Inf(-int(sign))
+		// What the session proved of the root (an LP's duals' bound).
+		out.StoppedBy, out.Bound = LimitTime, bound
 		return finish(), nil
-	case !ok:
+	case root == nil:
 		out.Status, out.Bound = Infeasible, math.Inf(int(sign))
 		return finish(), nil
 	}
@@ -240,7 +244,7 @@ func BranchChoices(s LPSession, m *Model, choices [][]int, opt BranchOptions) (*
 				}
 				fixed := cloneFixed(node.fixed)
 				fixed[ci] = j
-				kid, ok, stopped, err := lp(fixed)
+				kid, stopped, _, err := lp(fixed)
 				if err != nil {
 					return nil, err
 				}
@@ -249,7 +253,7 @@ func BranchChoices(s LPSession, m *Model, choices [][]int, opt BranchOptions) (*
 					break
 				}
 				lps++
-				if ok {
+				if kid != nil {
 					kid.order = created
 					created++
 					kid.value = max(kid.value, node.value) // a branch is within its parent
