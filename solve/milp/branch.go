@@ -2,6 +2,7 @@ package milp
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -153,7 +154,7 @@ func BranchChoices(s LPSession, m *Model, choices [][]int, opt BranchOptions) (*
 				}
 			}
 		}
-		applied = cloneFixed(fixed)
+		applied = maps.Clone(fixed)
 	}
 	timeLeft := func() (time.Duration, bool) {
 		if opt.Deadline.IsZero() {
@@ -242,7 +243,7 @@ func BranchChoices(s LPSession, m *Model, choices [][]int, opt BranchOptions) (*
 					stop = LimitNodes
 					break
 				}
-				fixed := cloneFixed(node.fixed)
+				fixed := maps.Clone(node.fixed)
 				fixed[ci] = j
 				kid, stopped, _, err := lp(fixed)
 				if err != nil {
@@ -306,14 +307,6 @@ func unmade(n *branchNode, choices [][]int) []int {
 				break
 			}
 		}
-	}
-	return out
-}
-
-func cloneFixed(m map[int]int) map[int]int {
-	out := make(map[int]int, len(m)+1)
-	for k, v := range m {
-		out[k] = v
 	}
 	return out
 }
