@@ -1,7 +1,9 @@
 // Package milp owns hap's solver-neutral mixed-integer linear programming interface: a sparse model
 // (columns with bounds, integrality and objective coefficients; rows with bounds and sparse
 // coefficients), its validation and evaluation, solve options, results with a clear status, and the
-// small Solver interface that backends implement. The CBC backend lives in package milp/cbc; a HiGHS
+// small Solver interface that backends implement; and BranchChoices, a best-first search over
+// choices (sets of columns of which one is 1) on an LP relaxation, over any backend's LPSession
+// (branch.go). The CBC backend lives in package milp/cbc; a HiGHS
 // backend can be added beside it without touching callers.
 //
 // milp is pure Go and imports nothing of hap; backends import milp, never the reverse.

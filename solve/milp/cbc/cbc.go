@@ -22,7 +22,9 @@
 //   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
 //     applies time limits to branch and bound only, so such a solve is not time-limited. With
 //     Options.DualBoundOnStop and a time limit an LP goes to Clp directly instead (lp.go), which
-//     honours the limit and, stopped by it, reports its duals' Lagrangian bound.
+//     honours the limit and, stopped by it, reports its duals' Lagrangian bound. With
+//     Options.Choices an LP is branched on them (branch.go, milp.BranchChoices) over a Clp
+//     session that warm-starts each branch (lp.go).
 //   - Options.Threads > 1 runs CBC's parallel branch and bound in its repeatable mode.
 //
 // # Cancellation
