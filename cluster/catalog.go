@@ -6,13 +6,14 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 )
 
 // DeviceSpec is one GPU model's datasheet facts. Throughputs are dense (no structured sparsity) at the
 // boost clock, as NVIDIA's datasheets state them; memory is the labelled capacity taken as GiB (2^30
 // bytes — the usable amount is a little lower; override it per node where it matters).
 type DeviceSpec struct {
-	// Name is the catalog key, e.g. "V100-SXM2-16GB". Lookups are case-insensitive and accept Aliases.
+	// Name is the catalog key, e.g. "V100-SXM2-16GB". Lookups (LookupDevice) ignore case and punctuation and accept Aliases.
 	Name string `json:"name"`
 	// Aliases are shorter names that also resolve to this entry (e.g. "V100").
 	Aliases []string `json:"aliases,omitempty"`
@@ -119,19 +120,34 @@ func DeviceNames() []string {
 	return names
 }
 
-// LookupDevice finds a catalog entry by name or alias, case-insensitively.
+// LookupDevice finds a catalog entry by name or alias. Case, spaces and
+// punctuation do not count, nor a leading "NVIDIA", "Tesla" or "GeForce",
+// so "rtx4090", "RTX 4090" and "NVIDIA GeForce RTX 4090" all name the
+// RTX-4090, and "a100_80gb" the A100-SXM4-80GB (TestDeviceKeysAreUnique
+// keeps every name and alias distinct under that reading).
 func LookupDevice(name string) (DeviceSpec, bool) {
+	key := deviceKey(name)
 	for _, d := range Catalog() {
-		if strings.EqualFold(d.Name, name) {
+		if deviceKey(d.Name) == key {
 			return d, true
 		}
 		for _, a := range d.Aliases {
-			if strings.EqualFold(a, name) {
+			if deviceKey(a) == key {
 				return d, true
 			}
 		}
 	}
 	return DeviceSpec{}, false
+}
+
+// deviceKey is name as LookupDevice compares it: its letters and digits,
+// lower-cased, after any leading vendor or product-line words.
+func deviceKey(name string) string {
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for len(words) > 1 && (words[0] == "nvidia" || words[0] == "tesla" || words[0] == "geforce") {
+		words = words[1:]
+	}
+	return strings.Join(words, "")
 }
 
 // FormatCatalog writes specs as an aligned text table (TFLOPS, GiB, GB/s), one row per device in the

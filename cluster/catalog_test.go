@@ -74,14 +74,39 @@ func TestLookupDevice(t *testing.T) {
 		{"a100-80gb", "A100-SXM4-80GB"},
 		{"H200", "H200-SXM-141GB"},
 		{"4090", "RTX-4090"},
+		{"rtx4090", "RTX-4090"},
+		{"RTX 4090", "RTX-4090"},
+		{"NVIDIA GeForce RTX 3090", "RTX-3090"},
+		{"a100_80gb", "A100-SXM4-80GB"},
+		{"Tesla V100-SXM2-16GB", "V100-SXM2-16GB"},
+		{"NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"},
+		{" h100 pcie ", "H100-PCIE-80GB"},
 	} {
 		got, ok := LookupDevice(tc.in)
 		if !ok || got.Name != tc.want {
 			t.Errorf("LookupDevice(%q) = %q, %v; want %q", tc.in, got.Name, ok, tc.want)
 		}
 	}
-	if _, ok := LookupDevice("K80"); ok {
-		t.Error("K80 should be unknown")
+	for _, bad := range []string{"K80", "A1000", "nvidia", "", "V100 32"} {
+		if got, ok := LookupDevice(bad); ok {
+			t.Errorf("LookupDevice(%q) = %q; want unknown", bad, got.Name)
+		}
+	}
+}
+
+// TestDeviceKeysAreUnique: no two catalog names or aliases read the same
+// once LookupDevice drops case and punctuation, so a lookup never depends
+// on the catalog's order.
+func TestDeviceKeysAreUnique(t *testing.T) {
+	owner := map[string]string{}
+	for _, d := range Catalog() {
+		for _, n := range append([]string{d.Name}, d.Aliases...) {
+			k := deviceKey(n)
+			if prev, ok := owner[k]; ok && prev != d.Name {
+				t.Errorf("%q of %s reads as %q, as a name of %s does", n, d.Name, k, prev)
+			}
+			owner[k] = d.Name
+		}
 	}
 }
 
