@@ -108,7 +108,7 @@ func DecodeJSON(data []byte) (*Graph, error) {
 	dec.DisallowUnknownFields()
 	var doc graphDoc
 	if err := dec.Decode(&doc); err != nil {
-		return nil, bad("%s", describeJSONError(data, err))
+		return nil, bad("%s", DescribeJSONError(data, err))
 	}
 	if dec.More() {
 		return nil, bad("trailing data after the graph document (line %d)", lineOf(data, dec.InputOffset()))
@@ -310,9 +310,10 @@ func opOrder(ops []opDoc, leaves map[string]TensorID, g *Graph) ([]int, error) {
 	return order, nil
 }
 
-// describeJSONError turns encoding/json's errors into one line with a line
-// number and, for type errors, the field path.
-func describeJSONError(data []byte, err error) string {
+// DescribeJSONError turns encoding/json's errors decoding data into one
+// line with a line number and, for type errors, the field path; the plan
+// reader words its errors with it too.
+func DescribeJSONError(data []byte, err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {

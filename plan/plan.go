@@ -503,7 +503,7 @@ func Parse(data []byte, file string) (*Plan, error) {
 	dec.DisallowUnknownFields()
 	var pl Plan
 	if err := dec.Decode(&pl); err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
+		return nil, fmt.Errorf("%s: not a plan document (hap plan -o writes one): %s", file, ir.DescribeJSONError(data, err))
 	}
 	if pl.Schema != Schema {
 		return nil, fmt.Errorf("%s: schema %q, want %q", file, pl.Schema, Schema)

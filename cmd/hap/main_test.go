@@ -62,6 +62,12 @@ func TestExportThenTrainFromFile(t *testing.T) {
 func TestBadInputGetsOneClearLine(t *testing.T) {
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken.json")
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, nil, 0o644)
+	notPlan := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(notPlan, []byte("nodes:\n  - device: rtx 4090\n    count: 1\n"), 0o644)
+	wrongType := filepath.Join(dir, "wrong.json")
+	os.WriteFile(wrongType, []byte("{\"schema\":\n 3}"), 0o644)
 	os.WriteFile(broken, []byte(`{"format":"hap.graph","version":1,"name":"x","tensors":[{"name":"x","kind":"input","dtype":"float32","shape":[2,-1]}],"ops":[]}`), 0o644)
 	cases := []struct {
 		args []string
@@ -91,6 +97,10 @@ func TestBadInputGetsOneClearLine(t *testing.T) {
 		{[]string{"models", "export", "vit", "--batch", "0", "-o", filepath.Join(dir, "x.json")}, 2, "--batch 0"},
 		{[]string{"run", filepath.Join(dir, "p.json"), "--nproc", "0"}, 2, "--nproc 0"},
 		{[]string{"profile", "-o", filepath.Join(dir, "p.json"), "--block", "0"}, 2, "--block 0"},
+		{[]string{"explain", empty}, 1, "empty.json: not a plan document (hap plan -o writes one): empty document"},
+		{[]string{"simulate", notPlan}, 1, "cluster.yaml: not a plan document (hap plan -o writes one): line 1: invalid character"},
+		{[]string{"verify", wrongType}, 1, `wrong.json: not a plan document (hap plan -o writes one): line 2: field "schema": got JSON number, want string`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", filepath.Join(dir, "no-such.yaml")}, 1, "no such file"},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)
