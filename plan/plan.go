@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -144,6 +145,35 @@ type Solver struct {
 	// found faster than the solver's, when that happened; empty when the
 	// program is the solver's own.
 	Chosen string `json:"chosen,omitempty"`
+}
+
+// HapVersion is the build of hap that is running: the first twelve hex
+// digits of its commit, with "+modified" when it was built from a tree with
+// changes not committed, and "dev" when the build recorded no commit (go
+// test, go run, or -buildvcs=false). Plans record it beside the solvers'
+// versions, since the encoding's formulation changes with hap's code:
+// "hap-encoding" alone did not say which build made a plan.
+func HapVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	rev, modified := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if len(rev) < 12 {
+		return "dev"
+	}
+	if modified {
+		return rev[:12] + "+modified"
+	}
+	return rev[:12]
 }
 
 // Software is one component's version.

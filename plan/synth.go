@@ -379,7 +379,7 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		// What made the plan: the encoding's formulation, the MILP solver
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
-		Versions: []Software{{"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
+		Versions: []Software{{"hap", HapVersion()}, {"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
 		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
 	}
 	boundBy := BoundByMILP

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,9 @@ func TestPlansAreDeterministic(t *testing.T) {
 				if c.status == "feasible" && pl.Solver.StoppedBy != "node limit" {
 					t.Fatalf("stopped by %q, want the node limit", pl.Solver.StoppedBy)
 				}
+				if v := pl.Solver.Versions; len(v) == 0 || v[0] != (Software{"hap", HapVersion()}) {
+					t.Fatalf("versions %v: want hap's build, %q, first", v, HapVersion())
+				}
 				b, _ := pl.Encode()
 				docs = append(docs, b)
 			}
@@ -185,6 +189,14 @@ func TestPlansAreDeterministic(t *testing.T) {
 				t.Fatal("two runs gave different plan bytes")
 			}
 		})
+	}
+}
+
+// HapVersion reads a commit as twelve hex digits, marked when the tree
+// had changes, and "dev" where the build recorded none (go test's).
+func TestHapVersion(t *testing.T) {
+	if v := HapVersion(); !regexp.MustCompile(`^(dev|[0-9a-f]{12}(\+modified)?)$`).MatchString(v) {
+		t.Errorf("HapVersion() = %q, want dev or a commit's first twelve hex digits", v)
 	}
 }
 

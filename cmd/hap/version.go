@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
+	"hap/plan"
 	"hap/solve/milp/cbc"
 	"hap/solve/z3"
 )
@@ -22,14 +22,7 @@ func runVersion(e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	v := versionInfo{Hap: "dev", Go: runtime.Version(), Z3: z3.Version(), CBC: cbc.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v.Hap = s.Value[:12]
-			}
-		}
-	}
+	v := versionInfo{Hap: plan.HapVersion(), Go: runtime.Version(), Z3: z3.Version(), CBC: cbc.Version()}
 	if *asJSON {
 		return writeJSON(e, v)
 	}
