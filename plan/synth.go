@@ -285,7 +285,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 // would need many nodes to reach, so the untied answer is never slower
 // than the tied; its bound holds over the plans the lifted ties excluded
 // too. The result's Seconds cover both solves. Under a time limit the tied
-// solve gets untieShare of it. When the tied solve finds no plan the
+// solve gets untieShare of it, and only the untied solve branches its bound
+// LP (so.BoundLPs). When the tied solve finds no plan the
 // untied one runs alone, from so's starts; when the untied one fails, or
 // stops with neither a better plan nor a bound, the tied answer stands
 // (its recorded ties say so).
@@ -293,6 +294,12 @@ func untied(ctx context.Context, in *Inputs, m *cost.Model, so solve.Options, u 
 	limit := so.TimeLimit
 	began := time.Now()
 	tiedOpt := so
+	// The tied solve's bound is reported only when the untied one fails
+	// or proves nothing; branching its LP as well would double the
+	// branching's time (an LP's time each) for a bound the untied one
+	// supersedes, so only the untied solve branches (its LP bounds the
+	// tied plans too).
+	tiedOpt.BoundLPs = 0
 	if limit > 0 {
 		tiedOpt.TimeLimit = limit * untieShare / 100
 	}

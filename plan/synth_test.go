@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"hap/sim"
 	"hap/solve"
 	"hap/solve/milp"
+	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 
@@ -333,5 +335,51 @@ func TestTighterFraction(t *testing.T) {
 	}
 	if _, ok := tighterFraction(1, nil, devs); ok {
 		t.Error("no estimate gave a fraction")
+	}
+}
+
+// countingSolver is CBC, counting the solves that branch an LP on choices
+// (milp.Options.Choices: the bound's --bound-lps search).
+type countingSolver struct {
+	cbc.Solver
+	branched *atomic.Int32
+}
+
+func (s countingSolver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
+	if len(opt.Choices) > 0 {
+		s.branched.Add(1)
+	}
+	return s.Solver.Solve(ctx, m, opt)
+}
+
+// Untying with --bound-lps branches the bound's LP once, in the untied
+// solve, whose bound is the one reported; the tied solve's LP is not
+// branched too (it doubled the branching's time).
+func TestUntieBranchesTheBoundOnce(t *testing.T) {
+	in, err := LoadInputs("mlp-tiny", models.Options{}, "testdata/duo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []*encode.Program
+	for _, name := range strategy.Names() {
+		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
+			starts = append(starts, p)
+		}
+	}
+	var branched atomic.Int32
+	so := solve.Options{Optimizer: in.Optimizer, NodeLimit: DefaultNodeLimit, Starts: starts, BoundLPs: 3, BoundSolver: countingSolver{branched: &branched}}
+	res, err := untied(context.Background(), in, m, so, Untie{Layers: true}, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := branched.Load(); n != 1 {
+		t.Errorf("the bound's LP was branched %d times, want once (the untied solve's)", n)
+	}
+	if !(res.Bound > 0) || res.Bound > res.Objective {
+		t.Errorf("bound %g for a plan of %g", res.Bound, res.Objective)
 	}
 }
