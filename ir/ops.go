@@ -240,9 +240,9 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpAttentionGrad:
 		return opDef{4, inferAttentionGrad, nil, workAttention}, true
 	case OpConv2DGradInput:
-		return opDef{2, inferConvGradInput, nil, workConv2D}, true
+		return opDef{2, inferConvGradInput, nil, workConv2DGradInput}, true
 	case OpConv2DGradWeight:
-		return opDef{2, inferConvGradWeight, nil, workConv2D}, true
+		return opDef{2, inferConvGradWeight, nil, workConv2DGradWeight}, true
 	case OpMaxPool2DGrad:
 		return opDef{2, inferMaxPoolGrad, nil, workPool}, true
 	case OpAdaptiveAvgPool2DGrad:
@@ -1036,20 +1036,31 @@ func workAttention(_ *Attrs, in, out []*Tensor) (Work, Work) {
 	return Work{ClassAttention, f, b}, Work{ClassAttention, batch * (2*s*t*d + 5*s*t + 2*s*t*dv + 2*s*t*dv + 2*s*t*dv + 5*s*t + 2*s*t*d + 2*s*t*d), 3 * b}
 }
 
-func workConv2D(a *Attrs, in, out []*Tensor) (Work, Work) {
-	// Works for the forward op and both gradient ops: the MAC count is
-	// N·O·OH·OW·C·KH·KW in every case; find the shapes that give it.
-	var x, w, y Shape
-	switch {
-	case len(a.Shape) == 4 && len(in[0].Shape) == 4 && len(in[1].Shape) == 4 && in[1].Shape[1] == a.Shape[1] && out[0].Shape.Equal(Shape(a.Shape)) && in[0].Shape[0] == a.Shape[0]:
-		x, w, y = Shape(a.Shape), in[1].Shape, in[0].Shape // grad input: (dy, w)
-	case len(a.Shape) == 4 && out[0].Shape.Equal(Shape(a.Shape)):
-		x, w, y = in[0].Shape, Shape(a.Shape), in[1].Shape // grad weight: (x, dy)
-	default:
-		x, w, y = in[0].Shape, in[1].Shape, out[0].Shape
-	}
+// The three convolution kinds have the same MAC count, N·O·OH·OW·C·KH·KW,
+// from the forward's x, w and y, which each kind holds in other places.
+// Each kind says which (the shapes alone cannot: a gradient of a weight
+// whose batch, input and output channels are all 256 — VGG19's block3 at
+// batch 256 — has the shapes a gradient of an input would).
+
+func workConv2D(_ *Attrs, in, out []*Tensor) (Work, Work) {
+	return convWork(in[0].Shape, in[1].Shape, out[0].Shape, in[0].DType)
+}
+
+// workConv2DGradInput: (dy, w) → dx, with Attrs.Shape the shape of x.
+func workConv2DGradInput(a *Attrs, in, _ []*Tensor) (Work, Work) {
+	return convWork(Shape(a.Shape), in[1].Shape, in[0].Shape, in[0].DType)
+}
+
+// workConv2DGradWeight: (x, dy) → dw, with Attrs.Shape the shape of w.
+func workConv2DGradWeight(a *Attrs, in, _ []*Tensor) (Work, Work) {
+	return convWork(in[0].Shape, Shape(a.Shape), in[1].Shape, in[0].DType)
+}
+
+// convWork is a convolution's work from its forward's input x, weight w and
+// output y: 2 FLOPs a MAC, every tensor read or written once.
+func convWork(x, w, y Shape, dt DType) (Work, Work) {
 	macs := float64(y.Numel()) * float64(w[1]*w[2]*w[3])
-	b := float64((x.Numel() + w.Numel() + y.Numel()) * in[0].DType.Size())
+	b := float64((x.Numel() + w.Numel() + y.Numel()) * dt.Size())
 	return Work{ClassConv, 2 * macs, b}, Work{ClassConv, 4 * macs, 2 * b}
 }
 
