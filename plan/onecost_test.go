@@ -72,6 +72,11 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 		// forward: its gather, charged at the embedding, priced the
 		// synthesized plan 3.6% over the simulator (spread leaves).
 		{"gpt2", "v100-8", 8, true},
+		// A batch of 256 on 256-channel convolutions: the weight
+		// gradient's work once read as an input gradient's (7× the
+		// FLOPs), and every VGG19 program here was priced 18.8% over
+		// the simulator (ir's TestConvolutionGradientsDoTheForwardsWork).
+		{"vgg19", "a100-8", 256, true},
 	}
 	for _, c := range cases {
 		in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
