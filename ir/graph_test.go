@@ -325,3 +325,35 @@ func TestConvolutionGradientsDoTheForwardsWork(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionGradientDoesTheBackwardsWork: the attention_grad op autodiff
+// emits is priced at the attention's backward estimate (recomputed scores,
+// dV, dP, dS, dQ, dK), not at the forward's work, as it was.
+func TestAttentionGradientDoesTheBackwardsWork(t *testing.T) {
+	b := NewBuilder("attn", Float32)
+	q := b.Param("q", 2, 3, 16, 8)
+	k := b.Param("k", 2, 3, 16, 8)
+	v := b.Param("v", 2, 3, 16, 8)
+	o := b.Attention(q, k, v, true)
+	g, err := b.Finish(b.ReduceSum(o, 0, 1, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, bwd := g.Work(g.Tensors[o].Producer)
+	step, err := BuildTrainStep(g, SGD(0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for i := range step.Ops {
+		if op := &step.Ops[i]; op.Kind == OpAttentionGrad {
+			found = true
+			if w, _ := step.Work(op.ID); w != bwd || !(w.FLOPs > 2.5*fwd.FLOPs) {
+				t.Errorf("attention_grad work %+v; want the backward estimate %+v (the forward's is %+v)", w, bwd, fwd)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no attention_grad in the step")
+	}
+}

@@ -238,7 +238,7 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpAllToAll:
 		return opDef{1, inferAllToAll, gradAllToAll, workFree}, true
 	case OpAttentionGrad:
-		return opDef{4, inferAttentionGrad, nil, workAttention}, true
+		return opDef{4, inferAttentionGrad, nil, workAttentionGrad}, true
 	case OpConv2DGradInput:
 		return opDef{2, inferConvGradInput, nil, workConv2DGradInput}, true
 	case OpConv2DGradWeight:
@@ -1034,6 +1034,16 @@ func workAttention(_ *Attrs, in, out []*Tensor) (Work, Work) {
 	b := bytesOf(in[:3]...) + bytesOf(out[0]) + batch*s*t*float64(in[0].DType.Size())
 	// Backward recomputes the scores, then dV, dP, dS, dQ, dK.
 	return Work{ClassAttention, f, b}, Work{ClassAttention, batch * (2*s*t*d + 5*s*t + 2*s*t*dv + 2*s*t*dv + 2*s*t*dv + 5*s*t + 2*s*t*d + 2*s*t*d), 3 * b}
+}
+
+// workAttentionGrad is attention_grad's work, (q, k, v, dy) → dq, dk, dv:
+// the forward's backward estimate (the scores recomputed, then dV, dP,
+// dS, dQ and dK: about three times the forward's FLOPs). It used to be
+// priced by workAttention's first result, the forward's own work, which
+// left every attention's backward at a third of its FLOPs.
+func workAttentionGrad(a *Attrs, in, _ []*Tensor) (Work, Work) {
+	_, bwd := workAttention(a, in[:3], in[3:4])
+	return bwd, bwd
 }
 
 // The three convolution kinds have the same MAC count, N·O·OH·OW·C·KH·KW,
