@@ -58,8 +58,9 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 
 // lengthsFor solves the MILP with the program of ch pinned and the
 // lengths free — and the collective methods, whose better choice follows
-// the lengths.
-func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options) (*encode.Choice, float64, error) {
+// the lengths. With settle, a node-limited solve that stops with a gap
+// over lengthsGap is followed by moreLengthNodes.
+func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options, settle bool) (*encode.Choice, float64, error) {
 	model := withOwnBounds(base)
 	e.Fix(model, vars, ch)
 	for s, cols := range vars.LengthColumns() {
@@ -95,7 +96,7 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 		return nil, 0, err
 	}
 	sized, c, err := evaluate(e, out)
-	if err == nil && opt.NodeLimit > 0 && opt.NodeLimit < lengthsNodes && res.StoppedBy == milp.LimitNodes && res.Gap > lengthsGap {
+	if err == nil && settle && opt.NodeLimit > 0 && opt.NodeLimit < lengthsNodes && res.StoppedBy == milp.LimitNodes && res.Gap > lengthsGap {
 		sized, c = moreLengthNodes(ctx, e, model, vars, opt, sized, c)
 	}
 	if errors.Is(err, encode.ErrInfeasibleChoice) && len(vars.CeilColumns()) > 0 {
@@ -117,13 +118,14 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 }
 
 // lengthsNodes is the node budget of the lengths step's second solve
-// (moreLengthNodes). Polish rests on that step finding the pinned
-// program's best lengths, and with only lengths and methods free its MILP
-// is small, but the search's ten nodes do not always settle it: from
-// hap-paper's plan of VGG19 on paper-16 (batch 512) ten nodes left Polish
-// at 0.1278 s where eleven took it to 0.1159 s, and the default search
-// returned the slower plan. Still a count of nodes, so the plan stays the
-// same on any machine.
+// (moreLengthNodes), which Polish asks for on the first lengths step of
+// each of its runs (the start's program, whose lengths are furthest from
+// its best). Polish rests on that step finding the pinned program's best
+// lengths, and with only lengths and methods free its MILP is small, but
+// the search's ten nodes do not always settle it: from hap-paper's plan of
+// VGG19 on paper-16 (batch 512) ten nodes left Polish at 0.1278 s where
+// eleven took it to 0.1159 s, and the default search returned the slower
+// plan. Still a count of nodes, so the plan stays the same on any machine.
 const lengthsNodes = 50
 
 // lengthsGap is the gap the lengths step's first solve must leave for the

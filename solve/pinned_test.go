@@ -30,7 +30,7 @@ func TestLengthsForFitsAGroupsFirstDevice(t *testing.T) {
 		t.Fatalf("dp-ev: %v; the test needs a start that fits", err)
 	}
 	model, vars := e.MILPBelow(0)
-	sized, sec, err := lengthsFor(context.Background(), e, model, vars, dp, milp.Options{NodeLimit: 10, NoCuts: true, NoHeuristics: true})
+	sized, sec, err := lengthsFor(context.Background(), e, model, vars, dp, milp.Options{NodeLimit: 10, NoCuts: true, NoHeuristics: true}, false)
 	if err != nil {
 		t.Fatalf("lengthsFor: %v", err)
 	}

@@ -70,7 +70,7 @@ func polishFrom(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 		cur, cost := LocalSearch(ctx, e, best, deadline)
 		if round == 0 || improves(cost) {
 			// New program (or the start's lengths): its optimal lengths.
-			if sized, c, err := lengthsFor(ctx, e, base, vars, cur, opt); err == nil && c < cost {
+			if sized, c, err := lengthsFor(ctx, e, base, vars, cur, opt, round == 0); err == nil && c < cost {
 				cur, cost = sized, c
 			}
 		}
