@@ -1046,12 +1046,12 @@ func workAttentionGrad(a *Attrs, in, _ []*Tensor) (Work, Work) {
 	return bwd, bwd
 }
 
-// The three convolution kinds have the same MAC count, N·O·OH·OW·C·KH·KW,
-// from the forward's x, w and y, which each kind holds in other places.
-// Each kind says which (the shapes alone cannot: a gradient of a weight
-// whose batch, input and output channels are all 256 — VGG19's block3 at
-// batch 256 — has the shapes a gradient of an input would).
-
+// workConv2D: (x, w) → y. The three convolution kinds have the same MAC
+// count, N·O·OH·OW·C·KH·KW, from the forward's x, w and y, which each kind
+// holds in other places; each kind says which (the shapes alone cannot: a
+// gradient of a weight whose batch, input and output channels are all 256
+// — VGG19's block3 at batch 256 — has the shapes a gradient of an input
+// would).
 func workConv2D(_ *Attrs, in, out []*Tensor) (Work, Work) {
 	return convWork(in[0].Shape, in[1].Shape, out[0].Shape, in[0].DType)
 }
