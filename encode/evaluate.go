@@ -75,6 +75,7 @@ type evalScratch struct {
 	terms     []timelineTerms
 	coll      []bool
 	need      LayoutSet
+	needI     []bool // per tensor class, whether it is read in Identity (Needs)
 	ml        memoryLayouts
 	timeline  timelineScratch
 }
@@ -146,6 +147,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 	}
 	coll := resize(s.coll, len(e.Tensors)) // whether each class's layout changes take a collective
 	s.coll = coll
+	s.needI = resize(s.needI, len(e.Tensors))
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
 		h := e.have(ch, ti)
@@ -166,6 +168,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			}
 		}
 		s.need = e.appendNeeds(s.need, ch, ti)
+		s.needI[ti] = s.need.Has(I)
 		coll[ti] = e.collectiveBetween(ch, ti, h, s.need)
 		sec, _, err := e.tensorCommFor(ch, ti, h, s.need)
 		if err != nil {
@@ -181,7 +184,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		}
 	}
 	ml := &s.ml
-	e.fillMemoryLayouts(ml, ch)
+	e.fillMemoryLayouts(ml, ch, s.needI)
 	for d := 0; d < e.N; d++ {
 		if r := rep[d]; r != d {
 			br.Compute[d], br.Memory[d] = br.Compute[r], br.Memory[r]

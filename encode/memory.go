@@ -101,15 +101,20 @@ type memoryLayouts struct {
 	have []Layout
 	held [][]Layout
 	buf  []Layout // held's backing array
+	// transient is, per block, the sum of its two largest whole
+	// transients (wholeTransient), the same on every device.
+	transient []float64
 	// scratch for peakMemory, which runs once per device: per tensor
 	// class, and per block (4 rows of len(e.blocks)+1).
 	perClass, perBlock []float64
 }
 
-// fillMemoryLayouts sets ml to ch's layouts, reusing ml's memory.
-func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice) {
+// fillMemoryLayouts sets ml to ch's layouts, reusing ml's memory, given
+// whether each tensor class is read in Identity under ch (Needs).
+func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice, needI []bool) {
 	ml.have = resize(ml.have, len(e.Tensors))
 	ml.held = resize(ml.held, len(e.Tensors))
+	ml.transient = resize(ml.transient, len(e.blocks))
 	ml.perClass = resize(ml.perClass, len(e.Tensors))
 	ml.perBlock = resize(ml.perBlock, 4*(len(e.blocks)+1))
 	// One backing array for every class's held layouts: at most its
@@ -126,6 +131,50 @@ func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice) {
 		ml.held[ti] = buf[start:len(buf):len(buf)]
 	}
 	ml.buf = buf
+	for k, bl := range e.blocks {
+		first, second := 0.0, 0.0 // the block's two largest whole transients
+		for _, tc := range bl.tensors {
+			if !e.wholeTransient(tc.class, ml.have[tc.class], ml.held[tc.class], needI[tc.class]) {
+				continue
+			}
+			b := e.Tensors[tc.class].Bytes
+			if b > first {
+				first, second = b, first
+			} else if b > second {
+				second = b
+			}
+			if tc.n > 1 { // two instances fill both places
+				second = max(second, b)
+			}
+		}
+		ml.transient[k] = first + second
+	}
+}
+
+// wholeTransient reports whether a tensor of class ti, made in layout
+// have, held in the layouts held and read in Identity when needI (which
+// Needs sets, too, for a Gather made from another through Identity),
+// exists whole on every device for a while beyond what the model holds:
+//
+//	made       a computed tensor made in Identity or Reduce (a partial sum
+//	           is whole-sized) and not held so;
+//	gathered   read in Identity, made in another layout, and not held in
+//	           Identity: the gathered copy in forward and, for a sharded
+//	           parameter, its whole gradient in backward before its
+//	           reduce-scatter. A copy held in Identity counts in the sweep,
+//	           and covers that gradient too: the backward that reads the
+//	           copy (a matmul's input gradient) frees it before the one
+//	           that makes the gradient (the weight gradient) runs.
+//
+// These transients are what random programs are made of — a parameter
+// gathered whole only to be sliced into another layout, and padded whole
+// again in backward — and as large as everything else a tiny model
+// holds; the peak counts the largest of its block's (transientRows).
+func (e *Encoding) wholeTransient(ti int, have Layout, held []Layout, needI bool) bool {
+	if e.Tensors[ti].Producer >= 0 && have.Kind != Gather && !slices.Contains(held, have) {
+		return true
+	}
+	return needI && have != I && !slices.Contains(held, I)
 }
 
 // peakMemory is device d's peak bytes under ch, whose layouts are ml (the
@@ -165,7 +214,7 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	peak, heldTo := 0.0, 0.0
 	for k := range e.blocks {
 		heldTo += held[k]
-		peak = math.Max(peak, heldTo+heldGrad[k]+gradFrom[k])
+		peak = math.Max(peak, heldTo+gradFrom[k]+math.Max(heldGrad[k], ml.transient[k]))
 	}
 	return resident + peak
 }
@@ -303,7 +352,7 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 // cuts off no plan: at a plan's point each is a byte count within the
 // peak its memory row holds to that capacity. TransportLP wants every
 // column bounded.
-func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, capped bool,
+func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, transient []lin, capped bool,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	inf := math.Inf(1)
 	K := len(e.blocks)
@@ -358,8 +407,93 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, capp
 			l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
 			addScaled(l, heldGrad[k], 1)
 			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
+			if len(transient[k]) > 0 {
+				// The block's whole transients in place of heldGrad: the
+				// larger of the two is the peak (peakMemory).
+				l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
+				addScaled(l, transient[k], 1)
+				row(fmt.Sprintf("transient_%d_%d", g, k), -inf, capacity, l)
+			}
 		}
 	}
+}
+
+// transientTerms states, per block, the sum of its two largest whole
+// transients (wholeTransient) in MILP memory units, given have(ti, l),
+// the held_* columns per tensor class and layout, and the need columns.
+// w_t ≥ each of wholeTransient's cases, as rows:
+//
+//	w_t ≥ have(t, l) − held(t, l)            l ∈ {Identity, Reduce}, t computed
+//	w_t ≥ need(t, I) − have(t, I) − held(t, I)
+//
+// (held may exceed what the choice holds, but then the sweep counts it:
+// the rows stay an upper bound). The sum of the k = 2 largest of values
+// v_i is min over τ of kτ + Σ_i max(0, v_i − τ), so with τ_b ≥ 0 and
+// s_{i,b} ≥ B_i·w_i − τ_b, s ≥ 0 per block b, the expression
+// 2τ_b + Σ_i m_i·s_{i,b} is at least the sum at every point and equals it
+// at the best τ (m_i = 2 for a class with two instances in the block,
+// which fill both places). Blocks with no candidate get an empty term.
+func (e *Encoding) transientTerms(have func(int, Layout) lin, heldCol []map[Layout]int, need []map[Layout]int, capped bool,
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []lin {
+	inf := math.Inf(1)
+	w := make([]int, len(e.Tensors)) // the indicator column, −1: never whole
+	largest := 0.0
+	for ti := range e.Tensors {
+		t := &e.Tensors[ti]
+		w[ti] = -1
+		var lower []lin
+		minusHeld := func(l lin, q Layout) lin {
+			if c, ok := heldCol[ti][q]; ok {
+				l.add(c, -1)
+			}
+			return l
+		}
+		if t.Producer >= 0 {
+			for _, q := range []Layout{I, R} {
+				if h := have(ti, q); len(h) > 0 {
+					lower = append(lower, minusHeld(h, q))
+				}
+			}
+		}
+		if c, ok := need[ti][I]; ok {
+			l := lin{c: 1}
+			addScaled(l, have(ti, I), -1)
+			lower = append(lower, minusHeld(l, I))
+		}
+		if len(lower) == 0 {
+			continue
+		}
+		w[ti] = col(fmt.Sprintf("whole_%d", ti), 0, 1, false)
+		for i, lb := range lower {
+			l := lin{w[ti]: 1}
+			addScaled(l, lb, -1)
+			row(fmt.Sprintf("whole_%d_%d", ti, i), 0, inf, l)
+		}
+		largest = max(largest, t.Bytes)
+	}
+	terms := make([]lin, len(e.blocks))
+	for k, bl := range e.blocks {
+		terms[k] = lin{}
+		var tau int = -1
+		for _, tc := range bl.tensors {
+			if w[tc.class] < 0 {
+				continue
+			}
+			hi := inf
+			if capped {
+				hi = milpMemory * largest
+			}
+			if tau < 0 {
+				tau = col(fmt.Sprintf("tau_%d", k), 0, hi, false)
+				terms[k].add(tau, 2)
+			}
+			b := milpMemory * e.Tensors[tc.class].Bytes
+			sc := col(fmt.Sprintf("over_%d_%d", k, tc.class), 0, hi, false)
+			terms[k].add(sc, float64(min(tc.n, 2)))
+			row(fmt.Sprintf("over_%d_%d", k, tc.class), 0, inf, lin{sc: 1, tau: 1, w[tc.class]: -b}) // s ≥ B·w − τ
+		}
+	}
+	return terms
 }
 
 // addScaled adds f·src to dst.

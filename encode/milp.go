@@ -329,6 +329,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	memoryBinds := memory && e.MemoryMayBind()
 	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
+	heldCol := make([]map[Layout]int, len(e.Tensors)) // per tensor class, its held_* columns
 	for ci := range e.Classes {
 		c := &e.Classes[ci]
 		parts, on := e.workParts(v, ci)
@@ -475,6 +476,10 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 				break // no memory rows: the held columns would only burden the solver
 			}
 			c := col(fmt.Sprintf("held_%d_%s", ti, h.q), 0, 1, false)
+			if heldCol[ti] == nil {
+				heldCol[ti] = map[Layout]int{}
+			}
+			heldCol[ti][h.q] = c
 			for _, lb := range h.lower {
 				l := lin{c: 1}
 				for lc, val := range lb {
@@ -789,7 +794,9 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, col, row)
 	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, f, col, row)
 	if memoryBinds {
-		e.memoryRows(resident, leafShare, heldShare, f.lean && limit > 0, col, row)
+		capped := f.lean && limit > 0
+		transient := e.transientTerms(have, heldCol, v.need, capped, col, row)
+		e.memoryRows(resident, leafShare, heldShare, transient, capped, col, row)
 	}
 	return m, v
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"hap/encode"
@@ -84,6 +85,72 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 				}
 				if got < lo || got > hi {
 					t.Errorf("a2a %v %s on %s (batch %d), trial %d: MILP %.7g s, Evaluate %.7g s (%+.3f%%)", a2a, c.model, c.cluster, c.batch, trial, got, br.Seconds, 100*(got/br.Seconds-1))
+				}
+			}
+		}
+	}
+}
+
+// pinnedMemoryMargin is how far from Evaluate's peak a capacity is put to
+// tell the pinned MILP's memory rows apart from it, relative: well above
+// CBC's primal tolerance (1e-9 in memory units of a megabyte, where the
+// tiny models' peaks are tens of kilobytes) and below any one tensor.
+const pinnedMemoryMargin = 1e-4
+
+// TestMILPStatesThePeakMemory pins random choices in the joint MILP with
+// every device's capacity just above the highest peak Evaluate gives the
+// choice, then just below it: the MILP must take the first and refuse the
+// second, so its memory rows (the sweep, the held tensors and the whole
+// transients of transientTerms) state the peak exactly — not above it,
+// which would cut off plans that fit, nor below it, which would let the
+// solver pick plans that do not. Random choices of the tiny models make
+// every case of wholeTransient (gathers, partial sums, parameters read
+// whole) and device groups whose first device holds the most units.
+func TestMILPStatesThePeakMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 31))
+	cases := []struct {
+		model, cluster string
+		batch          int
+	}{
+		{"mlp-tiny", "paper-8", 8},
+		{"bert-base-tiny", "paper-29", 3},
+		{"vgg19-tiny", "paper-8", 4},
+		{"gpt2-tiny", "paper-16", 6},
+	}
+	for _, c := range cases {
+		in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, e := uncappedEncoding(t, in)
+		for trial, found := 0, 0; trial < 200 && found < 3; trial++ {
+			ch := randomChoice(rng, e)
+			e.SpreadInGroups(ch)
+			br, err := e.Evaluate(ch)
+			if err != nil {
+				continue
+			}
+			found++
+			peak := slices.Max(br.Memory)
+			for _, over := range []bool{true, false} {
+				capacity := peak * (1 - pinnedMemoryMargin)
+				if over {
+					capacity = peak * (1 + pinnedMemoryMargin)
+				}
+				for d := range e.Capacity {
+					e.Capacity[d] = capacity
+				}
+				if !e.MemoryMayBind() {
+					t.Fatalf("%s on %s: capacity %g leaves out the memory rows", c.model, c.cluster, capacity)
+				}
+				model, vars := e.MILP()
+				e.Fix(model, vars, ch)
+				res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
+				if err != nil {
+					t.Fatalf("%s on %s, trial %d: the pinned MILP: %v", c.model, c.cluster, trial, err)
+				}
+				if fits := res.Status == milp.Optimal; fits != over {
+					t.Errorf("%s on %s (batch %d), trial %d: capacity %.6g B against Evaluate's peak %.6g B: the pinned MILP ended %s", c.model, c.cluster, c.batch, trial, capacity, peak, res.Status)
 				}
 			}
 		}

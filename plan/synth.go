@@ -201,7 +201,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	opt.Simulated = simulated
 	if errors.Is(err, solve.ErrNoPlan) {
 		// The encoding's memory model can misjudge a start (it does not
-		// count transient copies), and a limited search may end without
+		// follow which transients are alive together), and a limited search may end without
 		// a plan: a start that the simulator finds fitting is still a plan.
 		if p := fasterStart(in, baselines, opt.Simulated, nil, Solver{Status: "heuristic"}, nil); p != nil {
 			say("the solver found no plan (%v); the fastest fitting start is %s", err, p.Solver.Chosen)
@@ -245,7 +245,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// The encoding's memory model matches the simulator's to a few
 		// percent on realistic plans (TestPlannerCostMatchesSimulator)
 		// and the share of memory it leaves free absorbs that, but it
-		// does not count transient copies (TestPlannerMemoryOnRandomPrograms),
+		// does not follow which transients are alive together
+		// (TestPlannerMemoryOnRandomPrograms),
 		// and a user may leave it no room (--memory-fraction 1). A plan
 		// that does not fit is solved again with the fraction scaled by
 		// what the simulator found over the estimate; only when that

@@ -286,8 +286,8 @@ func synthesizeAndVerify(t *testing.T, name string, opt models.Options) *Plan {
 }
 
 // When the simulator finds that the solver's plan does not fit (the memory
-// model leaves out transient copies, and --memory-fraction 1 leaves it no
-// room for them), the plan is solved again under a memory fraction scaled
+// model does not follow which transients are alive together, and
+// --memory-fraction 1 leaves it no room for error), the plan is solved again under a memory fraction scaled
 // by the overshoot, and that plan, not a start, is the answer.
 func TestPlanThatDoesNotFitIsSolvedAgain(t *testing.T) {
 	in, err := LoadInputs("vit-tiny", models.Options{Batch: 64}, "testdata/tight.yaml")
