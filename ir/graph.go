@@ -333,5 +333,35 @@ func (g *Graph) Work(id OpID) (fwd, bwd Work) {
 	if def.work == nil {
 		return Work{Class: ClassElementwise}, Work{Class: ClassElementwise}
 	}
+	if w, empty := emptyShardWork(in, out); empty {
+		return w, w
+	}
 	return def.work(&op.Attrs, in, out)
+}
+
+// emptyShardWork is the work of an op over an empty shard — a device given
+// no units of a segment, whose local tensors have a zero dimension — and
+// whether it is one: the kernel reads nothing, so with every output empty
+// it does nothing, and with an input empty it writes its outputs' zeros
+// (a weight's gradient over no samples). The work functions price a
+// shape's FLOPs and the bytes it reads, weights included, which for an
+// empty shard a kernel does not read: the encoding prices an op's time in
+// proportion to the device's share (encode's timeline), zero at none, and
+// the simulator must agree.
+func emptyShardWork(in, out []*Tensor) (Work, bool) {
+	emptyIn := false
+	for _, t := range in {
+		emptyIn = emptyIn || t.Shape.Numel() == 0
+	}
+	written := 0.0 // the outputs' bytes
+	emptyOut := len(out) > 0
+	for _, t := range out {
+		n := t.Shape.Numel()
+		emptyOut = emptyOut && n == 0
+		written += float64(n * t.DType.Size())
+	}
+	if !emptyIn && !emptyOut {
+		return Work{}, false
+	}
+	return Work{Class: ClassElementwise, Bytes: written}, true
 }

@@ -357,3 +357,42 @@ func TestAttentionGradientDoesTheBackwardsWork(t *testing.T) {
 		t.Fatal("no attention_grad in the step")
 	}
 }
+
+// TestEmptyShardDoesNoWork: on a device given no samples, the forward
+// matmul and the input gradient do nothing and the weight gradient writes
+// its zeros, rather than each being priced at reading the whole weight —
+// the simulator charged that, where the encoding prices a device's op time
+// in proportion to its share, zero at none.
+func TestEmptyShardDoesNoWork(t *testing.T) {
+	const k, n = 64, 32
+	b := NewBuilder("empty", Float32)
+	x := b.Param("x", 0, k) // a parameter, so that backward makes its gradient too
+	y := b.MatMul(x, b.Param("w", k, n))
+	g, err := b.Finish(b.CrossEntropy(y, b.Label("y", 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := BuildTrainStep(g, SGD(0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for i := range step.Ops {
+		op := &step.Ops[i]
+		if op.Kind != OpMatMul {
+			continue
+		}
+		w, _ := step.Work(op.ID)
+		want := 0.0
+		if out := &step.Tensors[op.Outputs[0]]; out.Shape.Numel() > 0 {
+			want = float64(out.Shape.Numel() * out.DType.Size()) // the weight's gradient, zeros
+		}
+		if w.FLOPs != 0 || w.Bytes != want {
+			t.Errorf("%s: %g FLOPs, %g bytes; want none and %g bytes", op.Name, w.FLOPs, w.Bytes, want)
+		}
+		seen++
+	}
+	if seen != 3 {
+		t.Fatalf("%d matmuls in the step, want the forward and its two gradients", seen)
+	}
+}
