@@ -21,19 +21,23 @@ import (
 //	           replicate op's copy of an Identity parameter. Held from
 //	           forward until backward reaches it;
 //	gradients  a parameter's gradient, from its backward until the update,
-//	           at the parameter's share.
+//	           at the parameter's share;
+//	transient  a tensor that passes whole through every device without
+//	           being held (wholeTransient): the largest of each block's.
 //
 // Tensors that backward never reads are freed during forward and do not
 // count. Backward sweeps the timeline's blocks (timeline.go) last to
 // first, freeing each block's held tensors and making its gradients, so
 // the peak is at some block k:
 //
-//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + heldGrad_{d,k} + Σ_{b≥k} grad_{d,b} )
+//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + Σ_{b≥k} grad_{d,b} + max(heldGrad_{d,k}, whole_k) )
 //
 // where heldGrad_{d,k} counts again those of block k's held tensors that
 // have a gradient: while block k's backward runs, their gradients (as
 // large as they are) are live beside them — at the start of backward, the
-// logits and their gradient. A tensor held in Identity or Reduce is whole
+// logits and their gradient; whole_k is block k's largest whole
+// transient, which lives only while the block runs, as those gradients
+// do, and rarely beside them. A tensor held in Identity or Reduce is whole
 // on every device; in Gather(s), device d holds Lengths[s][d]/Units of it.
 // (Measured against the simulator: docs/planner.md, one cost.) Every
 // term is linear in the choice (one indicator per tensor class and layout
@@ -337,8 +341,9 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 }
 
 // memoryRows states peak ≤ capacity for every group and block of the
-// sweep (the model above), given each group's resident bytes and its
-// share expressions of every leaf and held tensor. Running columns keep
+// sweep (the model above), given each group's resident bytes, its
+// share expressions of every leaf and held tensor, and each block's
+// whole transient (transientTerms); max(heldGrad, whole) is two rows. Running columns keep
 // the rows sparse: heldTo_k ≥ heldTo_{k−1} + held_k and gradFrom_k ≥
 // gradFrom_{k+1} + grad_k (at least is enough: the rows only bound them
 // from above).
@@ -403,8 +408,8 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 			addScaled(l, heldGrad[k], 1)
 			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
 			if len(transient[k]) > 0 {
-				// The block's whole transients in place of heldGrad: the
-				// larger of the two is the peak (peakMemory).
+				// The block's largest whole transient in place of
+				// heldGrad: the larger of the two is the peak (peakMemory).
 				l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
 				addScaled(l, transient[k], 1)
 				row(fmt.Sprintf("transient_%d_%d", g, k), -inf, capacity, l)
