@@ -9,7 +9,7 @@ import (
 )
 
 // The memory model: each device's peak, as the simulator measures it for
-// the lowered program. Three kinds of tensor make it:
+// the lowered program. Four kinds of tensor make it:
 //
 //	resident   parameters' values and optimizer state, and inputs, all
 //	           step long, at their layout's share;
@@ -25,8 +25,8 @@ import (
 //	transient  a tensor that passes whole through every device without
 //	           being held (wholeTransient): the largest of each block's.
 //
-// Tensors that backward never reads are freed during forward and do not
-// count. Backward sweeps the timeline's blocks (timeline.go) last to
+// Tensors that backward never reads are freed during forward and count
+// only as transients. Backward sweeps the timeline's blocks (timeline.go) last to
 // first, freeing each block's held tensors and making its gradients, so
 // the peak is at some block k:
 //
