@@ -30,14 +30,18 @@ import (
 // first, freeing each block's held tensors and making its gradients, so
 // the peak is at some block k:
 //
-//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + Σ_{b≥k} grad_{d,b} + max(heldGrad_{d,k}, whole_k) )
+//	peak_d = resident_d + max_k ( Σ_{b≤k} held_{d,b} + Σ_{b≥k} grad_{d,b} + heldGrad_{d,k} + whole_k )
 //
 // where heldGrad_{d,k} counts again those of block k's held tensors that
 // have a gradient: while block k's backward runs, their gradients (as
 // large as they are) are live beside them — at the start of backward, the
 // logits and their gradient; whole_k is block k's largest whole
 // transient, which lives only while the block runs, as those gradients
-// do, and rarely beside them. A tensor held in Identity or Reduce is whole
+// do. The two are rarely alive together, so adding them overestimates
+// (random tiny programs up to +17%, where the larger of the two is within
+// +6.6%), but the larger of the two is a second row per group and block,
+// which nearly doubled the joint MILP's time on ViT-48 (36–60 s → 80–87 s,
+// the same plan); added, it is 31–37 s. A tensor held in Identity or Reduce is whole
 // on every device; in Gather(s), device d holds Lengths[s][d]/Units of it.
 // (Measured against the simulator: docs/planner.md, one cost.) Every
 // term is linear in the choice (one indicator per tensor class and layout
@@ -209,7 +213,7 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	peak, heldTo := 0.0, 0.0
 	for k := range e.blocks {
 		heldTo += held[k]
-		peak = math.Max(peak, heldTo+gradFrom[k]+math.Max(heldGrad[k], ml.transient[k]))
+		peak = math.Max(peak, heldTo+gradFrom[k]+heldGrad[k]+ml.transient[k])
 	}
 	return resident + peak
 }
@@ -343,7 +347,7 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 // memoryRows states peak ≤ capacity for every group and block of the
 // sweep (the model above), given each group's resident bytes, its
 // share expressions of every leaf and held tensor, and each block's
-// whole transient (transientTerms); max(heldGrad, whole) is two rows. Running columns keep
+// whole transient (transientTerms). Running columns keep
 // the rows sparse: heldTo_k ≥ heldTo_{k−1} + held_k and gradFrom_k ≥
 // gradFrom_{k+1} + grad_k (at least is enough: the rows only bound them
 // from above).
@@ -406,14 +410,8 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 			heldTo = running("heldto", k, heldTo, held[k])
 			l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
 			addScaled(l, heldGrad[k], 1)
+			addScaled(l, transient[k], 1)
 			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
-			if len(transient[k]) > 0 {
-				// The block's largest whole transient in place of
-				// heldGrad: the larger of the two is the peak (peakMemory).
-				l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
-				addScaled(l, transient[k], 1)
-				row(fmt.Sprintf("transient_%d_%d", g, k), -inf, capacity, l)
-			}
 		}
 	}
 }
@@ -433,7 +431,7 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 // term.
 //
 // Why the largest and not the sum of the two largest, which is closer to
-// the simulator on random programs (−14.6%..+22.0% against −27.6%..+6.6%):
+// the simulator on random programs (−14.6%..+22.0% against −27.6%..+17.1%):
 // its LP form (2τ + Σ max(0, B_t·w_t − τ)) doubled the joint MILP's time
 // on bert-moe paper-32 (15.5 → 31 s, the same plan), where this one costs
 // nothing measurable.
