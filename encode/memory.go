@@ -112,7 +112,7 @@ type memoryLayouts struct {
 	// transient is, per block, its largest whole transient
 	// (wholeTransient), the same on every device.
 	transient []float64
-	// scratch for peakMemory, which runs once per device: per tensor
+	// scratch for fillMemoryLayouts and peakMemory (once per device): per tensor
 	// class, and per block (4 rows of len(e.blocks)+1).
 	perClass, perBlock []float64
 }
@@ -139,12 +139,17 @@ func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice, needI []bool
 		ml.held[ti] = buf[start:len(buf):len(buf)]
 	}
 	ml.buf = buf
+	whole := ml.perClass // scratch: per class, its bytes when a whole transient
+	for ti := range e.Tensors {
+		whole[ti] = 0
+		if e.wholeTransient(ti, ml.have[ti], ml.held[ti], needI[ti]) {
+			whole[ti] = e.Tensors[ti].Bytes
+		}
+	}
 	for k, bl := range e.blocks {
 		largest := 0.0 // the block's largest whole transient
 		for _, tc := range bl.tensors {
-			if e.wholeTransient(tc.class, ml.have[tc.class], ml.held[tc.class], needI[tc.class]) {
-				largest = max(largest, e.Tensors[tc.class].Bytes)
-			}
+			largest = max(largest, whole[tc.class])
 		}
 		ml.transient[k] = largest
 	}
