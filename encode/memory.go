@@ -383,7 +383,7 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 				}
 			}
 		}
-		capacity := milpMemory * e.Capacity[e.Groups[g][0]]
+		capacity := milpMemory * e.Capacity[e.Groups[g][0]] * (1 - memoryRowSlack)
 		hi := inf
 		if capped {
 			hi = capacity
@@ -511,6 +511,14 @@ func (e *Encoding) transientTerms(have func(int, Layout) lin, heldCol []map[Layo
 	}
 	return terms
 }
+
+// memoryRowSlack is taken off each capacity in the MILP's memory rows,
+// relative, so that a plan the solver puts on the boundary still fits
+// under Evaluate's exact check: CBC holds rows to its feasibility
+// tolerance after scaling them, and a 2-device plan of 2.6 M samples
+// came back 820 bytes over a 23.19 GB capacity (3.5e-8 of it). A
+// millionth is 23 KB there, and far below anything the model resolves.
+const memoryRowSlack = 1e-6
 
 // addScaled adds f·src to dst.
 func addScaled(dst, src lin, f float64) {
