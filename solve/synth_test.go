@@ -80,27 +80,9 @@ func smallGraph(rng *rand.Rand) *ir.Graph {
 	return g
 }
 
-// compositions calls f with every split of units into n non-negative parts.
-func compositions(units, n int, f func([]int)) {
-	parts := make([]int, n)
-	var rec func(i, left int)
-	rec = func(i, left int) {
-		if i == n-1 {
-			parts[i] = left
-			f(parts)
-			return
-		}
-		for v := 0; v <= left; v++ {
-			parts[i] = v
-			rec(i+1, left-v)
-		}
-	}
-	rec(0, units)
-}
-
-// enumerate finds the cheapest choice by trying every rule, leaf layout,
-// integer length and, for each collective the choice actually makes, both
-// methods.
+// enumerate finds the cheapest choice of e (encode.Enumerate: every rule,
+// leaf layout, all-to-all flag, integer length and, for each collective
+// the choice actually makes, both methods).
 //
 // It prices with one reused Evaluator, and checks every evaluatorCheckEvery-th
 // price against a fresh Evaluate (which shares no memory between calls).
@@ -109,115 +91,20 @@ func enumerate(t testing.TB, e *encode.Encoding) (float64, *encode.Choice) {
 	priced := 0
 	best := math.Inf(1)
 	var bestCh *encode.Choice
-	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors)), AllToAll: make([]bool, len(e.Tensors)), Lengths: make([][]int, len(e.Segs))}
-	for ti := range e.Tensors {
-		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-	}
-	type bit struct{ t, q int }
-	var lengths func(s int)
-	lengths = func(s int) {
-		if s == len(e.Segs) {
-			sec, err := ev.Seconds(ch)
-			if priced++; priced%evaluatorCheckEvery == 0 {
-				br, err2 := e.Evaluate(ch)
-				if (err == nil) != (err2 == nil) || (err == nil && br.Seconds != sec) {
-					t.Fatalf("Evaluator.Seconds = %v, %v; Evaluate = %+v, %v on %+v", sec, err, br, err2, ch)
-				}
-			}
-			if err == nil && sec < best-1e-15 {
-				best = sec
-				bestCh = ch.Clone()
-			}
-			return
-		}
-		compositions(e.Segs[s].Units, e.N, func(p []int) {
-			ch.Lengths[s] = append([]int{}, p...)
-			lengths(s + 1)
-		})
-	}
-	// active lists the collectives with a method under the current rules
-	// and leaves: an all-gather (Gather → Identity) or a reduce-scatter
-	// (Reduce → Gather when Identity is not made anyway). Every tensor
-	// class that can make its Gathers by all-to-all is a bit too (q = −1):
-	// the flag is tried both ways first, and the methods of the
-	// collectives each way then make.
-	a2a := func() []int {
-		var tcs []int
-		for ti := range e.Tensors {
-			if e.AllToAllApplies(ch, ti) {
-				tcs = append(tcs, ti)
+	e.Enumerate(func(ch *encode.Choice) bool {
+		sec, err := ev.Seconds(ch)
+		if priced++; priced%evaluatorCheckEvery == 0 {
+			br, err2 := e.Evaluate(ch)
+			if (err == nil) != (err2 == nil) || (err == nil && br.Seconds != sec) {
+				t.Fatalf("Evaluator.Seconds = %v, %v; Evaluate = %+v, %v on %+v", sec, err, br, err2, ch)
 			}
 		}
-		return tcs
-	}
-	active := func() []bit {
-		var bits []bit
-		for ti := range e.Tensors {
-			need := e.Needs(ch, ti)
-			h := e.Have(ch, ti)
-			for qi, q := range e.Layouts(ti) {
-				if need.Has(q) && q != h && ((h.Kind == encode.Gather && q.Kind == encode.Identity) || (h.Kind == encode.Reduce && q.Kind == encode.Gather && !need.Has(encode.I))) {
-					bits = append(bits, bit{ti, qi})
-				}
-			}
+		if err == nil && sec < best-1e-15 {
+			best = sec
+			bestCh = ch.Clone()
 		}
-		return bits
-	}
-	var methods func(bits []bit, i int)
-	methods = func(bits []bit, i int) {
-		if i == len(bits) {
-			lengths(0)
-			return
-		}
-		for _, v := range []bool{false, true} {
-			ch.Grouped[bits[i].t][bits[i].q] = v
-			methods(bits, i+1)
-		}
-		ch.Grouped[bits[i].t][bits[i].q] = false
-	}
-	var flags func(tcs []int, i int)
-	flags = func(tcs []int, i int) {
-		if i == len(tcs) {
-			methods(active(), 0)
-			return
-		}
-		for _, v := range []bool{false, true} {
-			ch.AllToAll[tcs[i]] = v
-			flags(tcs, i+1)
-		}
-		ch.AllToAll[tcs[i]] = false
-	}
-	var leaves func(ti int)
-	leaves = func(ti int) {
-		if ti == len(e.Tensors) {
-			flags(a2a(), 0)
-			return
-		}
-		if e.Tensors[ti].Producer >= 0 {
-			leaves(ti + 1)
-			return
-		}
-		for li := range e.Tensors[ti].LeafLayouts {
-			ch.Leaf[ti] = li
-			leaves(ti + 1)
-		}
-	}
-	lc := e.LossClass()
-	var rules func(ci int)
-	rules = func(ci int) {
-		if ci == len(e.Classes) {
-			leaves(0)
-			return
-		}
-		for ri, r := range e.Classes[ci].Rules {
-			if ci == lc && r.Out[0] != encode.R {
-				continue
-			}
-			ch.Rule[ci] = ri
-			rules(ci + 1)
-		}
-	}
-	rules(0)
+		return true
+	})
 	return best, bestCh
 }
 

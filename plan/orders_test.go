@@ -1,0 +1,208 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+	"hap/lower"
+	"hap/order"
+	"hap/sim"
+	"hap/solve"
+)
+
+// orderExactTolerance is how far (relative) the joint search over orders
+// may be from the enumerated optimum: the order search's own resolution
+// (it keeps a faster order only when it gains 1e-4).
+const orderExactTolerance = 1e-4
+
+// maxEnumerated caps the choices a case of the exhaustive test over
+// orders may have: each is lowered and simulated, and the cheapest
+// searched.
+const maxEnumerated = 3000
+
+// twoLayerGraph is a random two-layer perceptron on a batch of 2 to 4:
+// two matmuls, so that a gradient's all-reduce can be issued before or
+// after the next layer's collectives.
+func twoLayerGraph(rng *rand.Rand) *ir.Graph {
+	b := ir.NewBuilder("two-layer", ir.Float32)
+	batch := 2 + rng.IntN(3)
+	in, hidden := 32+32*rng.IntN(2), 32+32*rng.IntN(2)
+	x := b.Input("x", ir.Float32, batch, in)
+	h := b.MatMul(x, b.Param("w1", in, hidden))
+	if rng.IntN(2) == 0 {
+		h = b.ReLU(h)
+	}
+	h = b.Bias(b.MatMul(h, b.Param("w2", hidden, 8)), b.Param("b2", 8))
+	g, err := b.Finish(b.CrossEntropy(h, b.Label("y", batch)))
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// smallMixedCluster is n devices of random types on one or two nodes.
+func smallMixedCluster(t *testing.T, rng *rand.Rand, n int) *cluster.Cluster {
+	t.Helper()
+	types := []string{"V100-SXM2-16GB", "P100-PCIE-16GB", "T4", "A100-SXM4-40GB"}
+	yaml := "name: small\nnodes:\n"
+	nodes := 1 + rng.IntN(2)
+	left := n
+	for i := 0; i < nodes; i++ {
+		c := left
+		if i < nodes-1 {
+			c = 1 + rng.IntN(left-nodes+i+1)
+		}
+		left -= c
+		yaml += fmt.Sprintf("  - {name: n%d, device: %s, count: %d, intra: {class: pcie, bandwidth: 12GB/s}}\n", i, types[rng.IntN(len(types))], c)
+	}
+	yaml += "inter: {class: ethernet, bandwidth: 10Gb/s}\n"
+	c, err := cluster.ParseCluster([]byte(yaml), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// bestInAnyOrder is the exhaustive oracle over orders: the least simulated
+// step of any choice of e under any issue order of its collectives. Every
+// choice is lowered and simulated in list order; one whose order bound
+// (order.Bound, below every order's step) is under the best so far is
+// searched with a window covering its whole stream, where Z3's optimum is
+// over every order.
+func bestInAnyOrder(t *testing.T, in *Inputs, e *encode.Encoding) (best float64, searched int) {
+	t.Helper()
+	type priced struct {
+		ch   *encode.Choice
+		prog *lowered
+	}
+	best = math.Inf(1)
+	var all []priced
+	e.Enumerate(func(ch *encode.Choice) bool {
+		if _, err := e.Evaluate(ch); err != nil {
+			return true // not a program (a Reduce read from Identity), or over memory
+		}
+		p, err := e.Decode(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, m, err := Lower(in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sim.Run(prog, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := order.Bound(prog, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best = math.Min(best, r.StepSeconds)
+		all = append(all, priced{ch.Clone(), &lowered{prog, m, lb}})
+		return true
+	})
+	for _, c := range all {
+		if c.prog.bound >= best {
+			continue
+		}
+		searched++
+		r, err := order.Search(context.Background(), c.prog.prog, c.prog.m, order.Options{Window: max(1, longestCommStream(c.prog.prog))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != order.Optimal {
+			t.Fatalf("the oracle's order search ended %s", r.Status)
+		}
+		best = math.Min(best, r.After)
+	}
+	return best, searched
+}
+
+// orderCaseSeeds seed the exhaustive test over orders (rand.NewPCG(seed,
+// orderCaseStream) draws the graph and the cluster). They are the draws
+// among the first 40 whose space has at most maxEnumerated choices; on
+// seed 11 the best pair in any order is not the list-order optimum
+// reordered (0.0225% faster), which is the case the joint search exists
+// for, and it leads, so that the short run has it.
+var orderCaseSeeds = []uint64{11, 5, 9, 12, 29, 39, 23}
+
+const orderCaseStream = 99
+
+// The joint search over programs, lengths and issue orders is exact: on
+// random two-layer perceptrons over two or three mixed devices, the plan
+// it returns, in the order it found, is as fast as the fastest plan of the
+// space in the fastest order of its collectives, found by enumerating
+// every choice and searching the order of each that could beat the best,
+// and it says so (Optimal). The cases include one where the best pair is
+// not the list-order optimum reordered.
+func TestOverOrdersMatchesExhaustiveEnumeration(t *testing.T) {
+	seeds := orderCaseSeeds
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	moved := 0 // cases where the order-aware optimum is another choice
+	for _, seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, orderCaseStream))
+		g := twoLayerGraph(rng)
+		c := smallMixedCluster(t, rng, 2+rng.IntN(2))
+		in := &Inputs{Graph: g, Cluster: c, Optimizer: ir.SGD(0.1)}
+		m, err := cost.New(c, cost.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		segs := []encode.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
+		e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: in.Optimizer, NoGroup: true, NoAllToAll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		e.Enumerate(func(*encode.Choice) bool { n++; return n <= maxEnumerated })
+		if n > maxEnumerated {
+			t.Fatalf("seed %d: more than %d choices: the draws changed", seed, maxEnumerated)
+		}
+		want, searched := bestInAnyOrder(t, in, e)
+
+		res, err := solve.Synthesize(context.Background(), g, m, solve.Options{Optimizer: in.Optimizer, Segments: segs, NoGroup: true, NoAllToAll: true})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		price := OrderPricer(in, res.Encoding, order.Options{})
+		startSec, startLB, err := price(context.Background(), res.Choice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := solve.OverOrders(context.Background(), res.Encoding, res.Choice, startSec, startLB, price, solve.OrderOptions{Rounds: 1000})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		t.Logf("seed %d: %d devices, %d choices (%d searched): optimum %.9g; list-order optimum reordered %.9g; joint %.9g (optimal %v, bound %.9g, %d rounds)",
+			seed, e.N, n, searched, want, startSec, got.Seconds, got.Optimal, got.Bound, got.Rounds)
+		if math.Abs(got.Seconds-want) > orderExactTolerance*want {
+			t.Errorf("seed %d: the joint search over orders gives %.9g s, the enumerated optimum is %.9g s", seed, got.Seconds, want)
+		}
+		if !got.Optimal || got.Bound > got.Seconds*(1+orderExactTolerance) {
+			t.Errorf("seed %d: not proven optimal (bound %.9g, step %.9g, %d rounds)", seed, got.Bound, got.Seconds, got.Rounds)
+		}
+		if startSec > want*(1+orderExactTolerance) {
+			moved++
+		}
+	}
+	t.Logf("%d of %d cases: the best pair in any order is not the list-order optimum reordered", moved, len(seeds))
+	if moved == 0 {
+		t.Error("no case shows the joint search over orders finding another choice")
+	}
+}
+
+// lowered is a choice's lowered program, its cost model and order bound.
+type lowered struct {
+	prog  *lower.Program
+	m     *cost.Model
+	bound float64
+}
