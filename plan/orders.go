@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"hap/cost"
 	"hap/encode"
 	"hap/lower"
 	"hap/order"
@@ -68,4 +69,85 @@ func longestCommStream(prog *lower.Program) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// JointOrderOption names, in Solver.Options, the joint search over issue
+// orders that followed the order search (SearchJointly): its rounds, the
+// choices it priced and how it ended.
+const JointOrderOption = "joint-order-search"
+
+// JointOrderOptions steer SearchJointly.
+type JointOrderOptions struct {
+	// Order steers each choice's order search (window, budget).
+	Order order.Options
+	// Rounds and NodeLimit bound the search (solve.OrderOptions).
+	Rounds, NodeLimit int
+	// MemoryFraction is the planner's memory fraction (0: the default).
+	MemoryFraction float64
+}
+
+// SearchJointly goes on from a plan whose order SearchOrder searched: it
+// searches programs, lengths and orders together (solve.OverOrders) from
+// the plan's choice, priced at its searched step, with each proposal's
+// order searched with opt.Order. A faster choice becomes the plan, in the
+// order found for it (SearchOrder again). The plan's bound is raised to
+// the search's where that is higher and holds over every order, and its
+// status is "optimal" when the search proves it. It returns the plan
+// (pl, or a new one), its program and the search's result.
+func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, opt JointOrderOptions) (*Plan, *encode.Program, *solve.OrderResult, error) {
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	frac := opt.MemoryFraction
+	if frac == 0 {
+		frac = encode.DefaultMemoryFraction
+	}
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	listed := *p
+	listed.CommSwaps, listed.CommDigest = nil, ""
+	start, ok := e.ChoiceOf(&listed)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("the joint search over orders starts from the plan's program, and this one is not a choice of the synthesizer's encoding (strategy %q)", pl.Options.Strategy)
+	}
+	price := OrderPricer(in, e, opt.Order)
+	sec, lb, err := price(ctx, start)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := solve.OverOrders(ctx, e, start, sec, lb, price, solve.OrderOptions{Rounds: opt.Rounds, NodeLimit: opt.NodeLimit})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if res.Choice != start {
+		np, err := e.Decode(res.Choice)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		npl, err := Build(in, np, pl.Options.Strategy, pl.Solver)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if _, err := SearchOrder(ctx, npl, in, np, opt.Order); err != nil {
+			return nil, nil, nil, err
+		}
+		pl, p = npl, np
+	}
+	s := &pl.Solver
+	if s.BoundOverAnyOrder() && res.Bound > s.Bound {
+		s.Bound = res.Bound
+		if s.Objective > 0 {
+			s.Gap = max(0, (s.Objective-s.Bound)/s.Objective)
+		}
+	}
+	ended := "stopped by its rounds"
+	if res.Optimal {
+		ended = "optimal"
+		s.Status = "optimal"
+	}
+	s.Options = append(s.Options, Software{JointOrderOption, fmt.Sprintf("%d rounds, %d priced, %s", res.Rounds, res.Priced, ended)})
+	return pl, p, res, nil
 }

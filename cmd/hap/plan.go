@@ -111,13 +111,14 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N]] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	var o orderFlags
 	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it; the plan's proven bound then holds over every plan in every issue order")
 	fs.IntVar(&m.boundLPs, "bound-lps", 0, "prove a tighter bound: branch the bound's LP on the op classes' rules for up to N more LP solves, each taking about as long as the LP (seconds to a minute on full-size models); it counts LPs, not time, so the plan stays reproducible")
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
+	rounds := fs.Int("order-rounds", 0, "with --search-order: then search programs, lengths and orders together for up to N rounds, each a node-limited any-order MILP less the plans already priced, and an order search for its answer (exact when it ends before N; on full-size models each round costs a joint MILP and an order search)")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
 	if err := parse(fs, args, append(modelPositive(), "bound-lps")...); err != nil {
@@ -131,6 +132,12 @@ func runPlan(e *env, args []string) error {
 	}
 	if err := o.check(); err != nil {
 		return err
+	}
+	if *rounds != 0 && (!o.search || m.strategy != "") {
+		return usageErr("--order-rounds continues the synthesizer's --search-order")
+	}
+	if *rounds < 0 {
+		return usageErr("--order-rounds must be at least 1")
 	}
 	// The order searched, the bound must hold for the pair: every plan
 	// under every order.
@@ -152,6 +159,29 @@ func runPlan(e *env, args []string) error {
 		}
 		if searched, err = o.run(pl, in, p); err != nil {
 			return err
+		}
+		if *rounds > 0 {
+			if m.progress != nil {
+				fmt.Fprintf(m.progress, "hap plan: searching programs, lengths and orders together (up to %d rounds)\n", *rounds)
+			}
+			nodes := m.nodeLimit
+			if nodes == 0 {
+				nodes = plan.DefaultNodeLimit
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			npl, _, res, err := plan.SearchJointly(ctx, pl, in, p, plan.JointOrderOptions{Order: order.Options{Window: o.window, ResourceLimit: o.budget},
+				Rounds: *rounds, NodeLimit: nodes, MemoryFraction: m.memoryFraction})
+			stop()
+			if err != nil {
+				return err
+			}
+			if npl != pl {
+				// The order described would be the replaced plan's.
+				pl, searched = npl, nil
+			}
+			if m.progress != nil {
+				fmt.Fprintf(m.progress, "hap plan: joint search over orders: %d rounds, %d plans priced, best %.6g s, bound %.6g s (optimal: %v)\n", res.Rounds, res.Priced, res.Seconds, res.Bound, res.Optimal)
+			}
 		}
 	}
 	data, err := pl.Encode()

@@ -102,6 +102,9 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"verify", filepath.Join(dir, "missing.json")}, 1, "no such file"},
 		{[]string{"simulate"}, 2, "want one plan file"},
 		{[]string{"simulate", bad, "--order-window", "3"}, 2, "need --search-order"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--order-rounds", "3"}, 2, "--order-rounds continues the synthesizer's --search-order"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
 		{[]string{"simulate", bad, "--search-order", "--order-window", "0"}, 2, "at least 1"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
@@ -154,6 +157,30 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 	}
 	if doc.Order.Status != "stopped" || doc.Order.After != doc.Order.Before || doc.Step != doc.Order.After || !(doc.Order.Bound > 0 && doc.Order.Bound < doc.Step) {
 		t.Errorf("out of budget: %+v", doc)
+	}
+}
+
+// plan --search-order --order-rounds searches programs, lengths and orders
+// together and records how it ended: on mlp-tiny, paper-8, it proves the
+// plan optimal over every (tied) plan in every order.
+func TestPlanSearchesOrdersJointly(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.json")
+	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "20", "-o", f)
+	if code != 0 {
+		t.Fatalf("plan --order-rounds: %d %s %s", code, errs, out)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended string
+	for _, o := range pl.Solver.Options {
+		if o.Name == plan.JointOrderOption {
+			ended = o.Version
+		}
+	}
+	if !strings.HasSuffix(ended, "optimal") || pl.Solver.Status != "optimal" || pl.Solver.Bound > pl.Cost.StepSeconds*(1+1e-4) {
+		t.Errorf("the joint search over orders did not prove the plan: %q, status %s, bound %g, step %g", ended, pl.Solver.Status, pl.Solver.Bound, pl.Cost.StepSeconds)
 	}
 }
 
