@@ -109,14 +109,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	col := func(name string, lo, hi float64, integer bool) int {
 		return m.AddCol(milp.Col{Name: name, Lower: lo, Upper: hi, Integer: integer})
 	}
-	row := func(name string, lo, hi float64, l lin) {
-		r := milp.Row{Name: name, Lower: lo, Upper: hi}
-		for c, val := range l {
-			r.Coefs = append(r.Coefs, milp.Coef{Col: c, Val: val})
-		}
-		sortCoefs(r.Coefs)
-		m.AddRow(r)
-	}
+	row := func(name string, lo, hi float64, l lin) { addLinRow(m, name, lo, hi, l) }
 	inf := math.Inf(1)
 	// Lengths, their maximum, and which are non-empty.
 	mx := make([]int, len(e.Segs))
@@ -902,6 +895,17 @@ func (e *Encoding) SpreadInGroups(ch *Choice) {
 // sortedKeys is m's keys in increasing order: a deterministic MILP.
 func sortedKeys[V any](m map[int]V) []int {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// addLinRow adds the row lo ≤ l ≤ hi to m, its coefficients in column
+// order (so that the model's bytes do not depend on map order).
+func addLinRow(m *milp.Model, name string, lo, hi float64, l lin) {
+	r := milp.Row{Name: name, Lower: lo, Upper: hi}
+	for c, val := range l {
+		r.Coefs = append(r.Coefs, milp.Coef{Col: c, Val: val})
+	}
+	sortCoefs(r.Coefs)
+	m.AddRow(r)
 }
 
 func sortCoefs(cs []milp.Coef) {

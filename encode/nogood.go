@@ -26,14 +26,7 @@ import (
 // ℓ̂+1) and down (L ≤ ℓ̂−1), each forced off unless its side holds.
 func (e *Encoding) ExcludeChoice(m *milp.Model, v *MILPVars, ch *Choice) {
 	inf := math.Inf(1)
-	addRow := func(name string, lo, hi float64, l lin) {
-		r := milp.Row{Name: name, Lower: lo, Upper: hi}
-		for c, val := range l {
-			r.Coefs = append(r.Coefs, milp.Coef{Col: c, Val: val})
-		}
-		sortCoefs(r.Coefs)
-		m.AddRow(r)
-	}
+	addRow := func(name string, lo, hi float64, l lin) { addLinRow(m, name, lo, hi, l) }
 	cut := lin{}
 	rhs := 1.0 // Σ |b − b̂| ≥ 1, with the b̂ = 1 terms' constants moved right
 	binary := func(c int, was bool) {
