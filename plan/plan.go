@@ -352,6 +352,13 @@ func (s Solver) Search() string {
 	return v
 }
 
+// JointOrder is how the search over programs, lengths and orders together
+// ended (JointOrderOption, SearchJointly); "" when it did not run.
+func (s Solver) JointOrder() string {
+	v, _ := s.option(JointOrderOption)
+	return v
+}
+
 func (s Solver) option(name string) (string, bool) {
 	for _, o := range s.Options {
 		if o.Name == name {

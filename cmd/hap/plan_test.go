@@ -173,14 +173,13 @@ func TestPlanSearchesOrdersJointly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ended string
-	for _, o := range pl.Solver.Options {
-		if o.Name == plan.JointOrderOption {
-			ended = o.Version
-		}
-	}
+	ended := pl.Solver.JointOrder()
 	if !strings.HasSuffix(ended, "optimal") || pl.Solver.Status != "optimal" || pl.Solver.Bound > pl.Cost.StepSeconds*(1+1e-4) {
 		t.Errorf("the joint search over orders did not prove the plan: %q, status %s, bound %g, step %g", ended, pl.Solver.Status, pl.Solver.Bound, pl.Cost.StepSeconds)
+	}
+	code, out, errs = runCLI("explain", f)
+	if code != 0 || !strings.Contains(out, "programs, lengths and orders searched together") || !strings.Contains(out, "no plan in any issue order of its collectives is faster") {
+		t.Errorf("explain does not say what the joint search proved: %d %s %s", code, errs, out)
 	}
 }
 
