@@ -73,7 +73,7 @@ func longestCommStream(prog *lower.Program) int {
 
 // JointOrderOption names, in Solver.Options, the joint search over issue
 // orders that followed the order search (SearchJointly): its rounds, the
-// choices it priced and how it ended.
+// choices it priced and how it ended (solve.OrderEnd).
 const JointOrderOption = "joint-order-search"
 
 // JointOrderOptions steer SearchJointly.
@@ -143,11 +143,9 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program,
 			s.Gap = max(0, (s.Objective-s.Bound)/s.Objective)
 		}
 	}
-	ended := "stopped by its rounds"
 	if res.Optimal {
-		ended = "optimal"
 		s.Status = "optimal"
 	}
-	s.Options = append(s.Options, Software{JointOrderOption, fmt.Sprintf("%d rounds, %d priced, %s", res.Rounds, res.Priced, ended)})
+	s.Options = append(s.Options, Software{JointOrderOption, fmt.Sprintf("%d rounds, %d priced, %s", res.Rounds, res.Priced, res.Ended)})
 	return pl, p, res, nil
 }

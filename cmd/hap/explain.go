@@ -17,6 +17,7 @@ import (
 	"hap/order"
 	"hap/plan"
 	"hap/sim"
+	"hap/solve"
 	"hap/strategy"
 )
 
@@ -619,8 +620,11 @@ func explainOrder(w io.Writer, pl *plan.Plan, prog *lower.Program, bound float64
 // jointOrderNote says what the joint search over orders proved, from how
 // it ended (plan.SearchJointly's record).
 func jointOrderNote(how string) string {
-	if strings.HasSuffix(how, "optimal") {
+	switch {
+	case strings.HasSuffix(how, string(solve.OrderProven)):
 		return ": no plan in any issue order of its collectives is faster (within the order search's 1e-4)"
+	case strings.HasSuffix(how, string(solve.OrderNoProposal)):
+		return ": the any-order MILP's nodes found no other plan to try; a higher --node-limit searches further"
 	}
-	return ": the rounds ran out before the bound met the plan; more rounds search on"
+	return ": the bound did not meet the plan; more --order-rounds search on"
 }
