@@ -88,7 +88,8 @@ type JointOrderOptions struct {
 
 // SearchJointly goes on from a plan whose order SearchOrder searched: it
 // searches programs, lengths and orders together (solve.OverOrders) from
-// the plan's choice, priced at its searched step, with each proposal's
+// the plan's choice, priced at its searched step (bounded below by its
+// order bound, unless it meets it), with each proposal's
 // order searched with opt.Order. A faster choice becomes the plan, in the
 // order found for it (SearchOrder again). The plan's bound is raised to
 // the search's where that is higher and holds over every order, and its
@@ -114,9 +115,16 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program,
 		return nil, nil, nil, fmt.Errorf("the joint search over orders starts from the plan's program, and this one is not a choice of the synthesizer's encoding (strategy %q)", pl.Options.Strategy)
 	}
 	price := OrderPricer(in, e, opt.Order)
-	sec, lb, err := price(ctx, start)
-	if err != nil {
-		return nil, nil, nil, err
+	// The start is priced by the order search already run (SearchOrder):
+	// searching again cost bert-moe on paper-8 minutes. Its order bound is
+	// below every order's step, so it bounds the start unless the step
+	// meets it.
+	sec, lb := pl.Cost.StepSeconds, pl.Cost.StepSeconds
+	if pl.CommOrder == nil {
+		return nil, nil, nil, fmt.Errorf("the joint search over orders goes on from a plan whose order was searched (SearchOrder)")
+	}
+	if !order.MeetsBound(sec, pl.CommOrder.Bound) {
+		lb = pl.CommOrder.Bound
 	}
 	res, err := solve.OverOrders(ctx, e, start, sec, lb, price, solve.OrderOptions{Rounds: opt.Rounds, NodeLimit: opt.NodeLimit})
 	if err != nil {
