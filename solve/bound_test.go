@@ -423,15 +423,26 @@ func TestStoppedBoundLPProvesItsDuals(t *testing.T) {
 		t.Fatalf("the LP run to its end: ok %v, stopped %v", ok, stopped)
 	}
 	work := workBound(context.Background(), e)
-	for _, after := range []time.Duration{2500 * time.Millisecond, 5 * time.Second} {
+	// Stopped early, the LP has a bound once its dual simplex is under
+	// way. When that is depends on the machine's load (a CI run beside
+	// other solves gave none after 2.5 s), so the stops lengthen until one
+	// gives a bound; every bound given must be valid.
+	proved := 0
+	for _, after := range []time.Duration{2500 * time.Millisecond, 5 * time.Second, 10 * time.Second} {
 		got, ok, stopped := startBound(context.Background(), e, limit, encode.BoundOptions{}, 0, nil, nil, time.Now().Add(after), time.Second).wait()
 		t.Logf("stopped after %v: bound %.6g s (ok %v, stopped %v); work LP %.6g s, LP optimum %.6g s", after, got, ok, stopped, work, optimum)
-		if !ok || !stopped {
-			t.Fatalf("after %v: ok %v, stopped %v: want a bound from the stopped LP", after, ok, stopped)
+		if !ok {
+			continue // no bound yet
 		}
 		if !(got > 0) || got > optimum*(1+exactTolerance) {
 			t.Errorf("after %v: bound %.9g s, want in (0, the LP's optimum %.9g s]", after, got, optimum)
 		}
+		if stopped {
+			proved++
+		}
+	}
+	if proved == 0 {
+		t.Fatal("no stop gave a bound from the stopped LP")
 	}
 }
 
