@@ -119,20 +119,14 @@ func OverOrders(ctx context.Context, e *encode.Encoding, start *encode.Choice, s
 	if rounds == 0 {
 		rounds = DefaultOrderRounds
 	}
-	// To optimality (small encodings), the bare search in process, as
-	// the exhaustive tests solve. Node-limited (full-size ones), the
-	// master has no start (the incumbent is cut off), and ten bare nodes
-	// found no plan under the cap on vgg19 or bert-base paper-16: the
-	// feasibility pump runs, as for a joint MILP without a start, and
-	// CBC's heuristics run in a child process (synth.go's Clp abort).
+	// Bare, in process, as the node-limited and the exhaustive tests'
+	// solves run. The master has no start (the incumbent is cut off), and
+	// on full-size models its ten bare nodes found no plan under the cap
+	// (vgg19, bert-base paper-16, bert-moe paper-8); the feasibility pump,
+	// tried as for a joint MILP without a start, found none on vgg19 and
+	// ran over ten minutes on bert-moe's master.
 	mo := milp.Options{Threads: 1, NodeLimit: opt.NodeLimit, NoCuts: true, NoHeuristics: true}
 	solver := opt.Solver
-	if opt.NodeLimit > 0 {
-		mo.NoHeuristics, mo.PumpPasses, mo.NoStrongBranching = false, noStartPumpPasses, true
-		if solver == nil {
-			solver = cbc.Solver{Isolated: true}
-		}
-	}
 	if solver == nil {
 		solver = cbc.Solver{}
 	}
