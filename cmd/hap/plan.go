@@ -118,7 +118,7 @@ func runPlan(e *env, args []string) error {
 	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it; the plan's proven bound then holds over every plan in every issue order")
 	fs.IntVar(&m.boundLPs, "bound-lps", 0, "prove a tighter bound: branch the bound's LP on the op classes' rules for up to N more LP solves, each taking about as long as the LP (seconds to a minute on full-size models); it counts LPs, not time, so the plan stays reproducible")
 	fs.BoolVar(&m.recordTime, "record-time", false, "record the solver's wall time in the plan (solver.seconds; otherwise 0, so that the same inputs give the same plan bytes); implied by --time-limit")
-	rounds := fs.Int("order-rounds", 0, "with --search-order: then search programs, lengths and orders together for up to N rounds, each a node-limited any-order MILP less the plans already priced, and an order search for its answer (exact when it ends before N; on full-size models each round costs a joint MILP and an order search)")
+	rounds := fs.Int("order-rounds", 0, "with --search-order: then search programs, lengths and orders together for up to N rounds, each a node-limited any-order MILP less the plans already priced, and an order search for its answer (exact when it ends before N; for small models: on full-size ones a round costs a joint MILP and an order search, over ten minutes on bert-moe paper-8, and has found no other plan)")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
 	if err := parse(fs, args, append(modelPositive(), "bound-lps")...); err != nil {
