@@ -82,8 +82,12 @@ type JointOrderOptions struct {
 	Order order.Options
 	// Rounds and NodeLimit bound the search (solve.OrderOptions).
 	Rounds, NodeLimit int
-	// MemoryFraction is the planner's memory fraction (0: the default).
+	// MemoryFraction is the planner's memory fraction (0: the default;
+	// a plan solved again at a smaller one, RetriedFraction, uses that).
 	MemoryFraction float64
+	// Untie is the synthesis' Untie, so that the plan is a choice of the
+	// encoding searched.
+	Untie Untie
 }
 
 // SearchJointly goes on from a plan whose order SearchOrder searched: it
@@ -100,11 +104,18 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if pl.CommOrder == nil {
+		return nil, nil, nil, fmt.Errorf("the joint search over orders goes on from a plan whose order was searched (SearchOrder)")
+	}
 	frac := opt.MemoryFraction
 	if frac == 0 {
 		frac = encode.DefaultMemoryFraction
 	}
-	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac})
+	if f, ok := pl.Solver.RetriedFraction(); ok {
+		frac = f
+	}
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac,
+		NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -120,9 +131,6 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program,
 	// below every order's step, so it bounds the start unless the step
 	// meets it.
 	sec, lb := pl.Cost.StepSeconds, pl.Cost.StepSeconds
-	if pl.CommOrder == nil {
-		return nil, nil, nil, fmt.Errorf("the joint search over orders goes on from a plan whose order was searched (SearchOrder)")
-	}
 	if !order.MeetsBound(sec, pl.CommOrder.Bound) {
 		lb = pl.CommOrder.Bound
 	}

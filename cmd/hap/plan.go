@@ -168,9 +168,15 @@ func runPlan(e *env, args []string) error {
 			if nodes == 0 {
 				nodes = plan.DefaultNodeLimit
 			}
+			var untie plan.Untie // the synthesis' own, so that its plan is a choice of the encoding searched
+			if m.untie != "" {
+				if untie, err = plan.ParseUntie(m.untie); err != nil { // checked by m.build already
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			npl, _, res, err := plan.SearchJointly(ctx, pl, in, p, plan.JointOrderOptions{Order: order.Options{Window: o.window, ResourceLimit: o.budget},
-				Rounds: *rounds, NodeLimit: nodes, MemoryFraction: m.memoryFraction})
+				Rounds: *rounds, NodeLimit: nodes, MemoryFraction: m.memoryFraction, Untie: untie})
 			stop()
 			if err != nil {
 				return err
