@@ -2,12 +2,12 @@ package plan
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"hap/cluster"
+	"hap/cluster/clustertest"
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
@@ -47,23 +47,11 @@ func twoLayerGraph(rng *rand.Rand) *ir.Graph {
 	return g
 }
 
-// smallMixedCluster is n devices of random types on one or two nodes.
+// smallMixedCluster is n devices of random types on one or two nodes
+// (clustertest.Small).
 func smallMixedCluster(t *testing.T, rng *rand.Rand, n int) *cluster.Cluster {
 	t.Helper()
-	types := []string{"V100-SXM2-16GB", "P100-PCIE-16GB", "T4", "A100-SXM4-40GB"}
-	yaml := "name: small\nnodes:\n"
-	nodes := 1 + rng.IntN(2)
-	left := n
-	for i := 0; i < nodes; i++ {
-		c := left
-		if i < nodes-1 {
-			c = 1 + rng.IntN(left-nodes+i+1)
-		}
-		left -= c
-		yaml += fmt.Sprintf("  - {name: n%d, device: %s, count: %d, intra: {class: pcie, bandwidth: 12GB/s}}\n", i, types[rng.IntN(len(types))], c)
-	}
-	yaml += "inter: {class: ethernet, bandwidth: 10Gb/s}\n"
-	c, err := cluster.ParseCluster([]byte(yaml), "small.yaml")
+	c, err := clustertest.Small(rng, n)
 	if err != nil {
 		t.Fatal(err)
 	}
