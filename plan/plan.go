@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,6 +73,21 @@ type ClusterRef struct {
 	Name    string `json:"name"`
 	Devices int    `json:"devices"`
 	Hash    string `json:"sha256"` // of the cluster's JSON form
+	// Use, when set, lists the devices the plan runs on, the others left
+	// idle (hap plan's device search, SynthesizeOnDevices): the plan's
+	// ratios, program and per-device costs are over these devices, its
+	// device i being the cluster's device Use[i]. Increasing, and of each
+	// node a prefix of its devices (cluster.Cluster.Subset). Absent, the
+	// plan runs on every device.
+	Use []int `json:"use,omitempty"`
+}
+
+// Used is how many devices the plan runs on.
+func (c ClusterRef) Used() int {
+	if c.Use != nil {
+		return len(c.Use)
+	}
+	return c.Devices
 }
 
 // Options are the planning options that shaped the plan.
@@ -145,6 +161,12 @@ type Solver struct {
 	// found faster than the solver's, when that happened; empty when the
 	// program is the solver's own.
 	Chosen string `json:"chosen,omitempty"`
+	// DeviceSets is hap plan's device search (SynthesizeOnDevices) when
+	// it weighed more than the whole cluster: each set of devices, what
+	// the search found for it, and which one the plan runs on. The fields
+	// above are that set's own search's: its bound holds over the plans
+	// on its devices.
+	DeviceSets []DeviceSet `json:"device_sets,omitempty"`
 }
 
 // HapVersion is the build of hap that is running: the first twelve hex
@@ -374,8 +396,38 @@ type Inputs struct {
 	ModelOpts   models.Options
 	Graph       *ir.Graph
 	ClusterSpec string
-	Cluster     *cluster.Cluster
-	Optimizer   ir.Optimizer
+	// Cluster is what the plan runs on: the cluster ClusterSpec names, or
+	// the subset of its devices Use lists (OnDevices).
+	Cluster   *cluster.Cluster
+	Optimizer ir.Optimizer
+	// Whole and Use, when Use is set, are the cluster ClusterSpec names
+	// and the devices of it that Cluster keeps (ClusterRef.Use).
+	Whole *cluster.Cluster
+	Use   []int
+}
+
+// OnDevices is in with the plan's devices narrowed to use, devices of the
+// whole cluster (ClusterRef.Use): the same model, on
+// in.Cluster.Subset(use). in must be the whole cluster's inputs.
+func (in *Inputs) OnDevices(use []int) (*Inputs, error) {
+	if in.Use != nil {
+		panic("plan: OnDevices of inputs already narrowed")
+	}
+	sub, err := in.Cluster.Subset(use)
+	if err != nil {
+		return nil, err
+	}
+	out := *in
+	out.Cluster, out.Whole, out.Use = sub, in.Cluster, slices.Clone(use)
+	return &out, nil
+}
+
+// whole is the cluster ClusterSpec names.
+func (in *Inputs) whole() *cluster.Cluster {
+	if in.Whole != nil {
+		return in.Whole
+	}
+	return in.Cluster
 }
 
 // LoadInputs resolves a model spec and a cluster spec. MoE zoo models get
@@ -435,7 +487,7 @@ func buildDoc(in *Inputs, p *encode.Program, strategy string, solver Solver) (*P
 		Schema: Schema,
 		Model: ModelRef{Spec: in.ModelSpec, Name: g.Name, Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts,
 			Params: g.ParamCount(), Hash: GraphHash(g)},
-		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.Cluster.Name, Devices: in.Cluster.NumDevices(), Hash: clusterHash(in.Cluster)},
+		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterHash(in.whole()), Use: in.Use},
 		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
 		Ratios:  p.Segments,
 		Mesh:    p.Mesh,
@@ -564,6 +616,11 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 	if n := in.Cluster.NumDevices(); pl.Cluster.Devices != n {
 		return nil, nil, fmt.Errorf("plan says cluster %s has %d devices; it has %d", pl.Cluster.Spec, pl.Cluster.Devices, n)
 	}
+	if pl.Cluster.Use != nil {
+		if in, err = in.OnDevices(pl.Cluster.Use); err != nil {
+			return nil, nil, fmt.Errorf("plan cluster.use: %w", err)
+		}
+	}
 	if pl.Options.Optimizer == "sgd" {
 		in.Optimizer = ir.SGD(1e-3)
 	}
@@ -578,12 +635,13 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 	for i := range g.Ops {
 		opByName[g.Ops[i].Name] = ir.OpID(i)
 	}
-	p := &encode.Program{Devices: pl.Cluster.Devices, Segments: pl.Ratios, Mesh: pl.Mesh}
+	used := pl.Cluster.Used()
+	p := &encode.Program{Devices: used, Segments: pl.Ratios, Mesh: pl.Mesh}
 	if m := pl.Mesh; m != nil {
-		if len(m.Replicas) == 0 || pl.Cluster.Devices%len(m.Replicas) != 0 {
-			return nil, nil, fmt.Errorf("plan mesh has %d replicas, which do not divide the cluster's %d devices", len(m.Replicas), pl.Cluster.Devices)
+		if len(m.Replicas) == 0 || used%len(m.Replicas) != 0 {
+			return nil, nil, fmt.Errorf("plan mesh has %d replicas, which do not divide the plan's %d devices", len(m.Replicas), used)
 		}
-		p.Devices = pl.Cluster.Devices / len(m.Replicas)
+		p.Devices = used / len(m.Replicas)
 	}
 	for _, lf := range pl.Leaves {
 		id, err := tensor(lf.Tensor)

@@ -54,7 +54,15 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
+	// clusterDevice numbers the plan's device d as the cluster does.
+	clusterDevice := func(d int) int { return d }
+	if use := pl.Cluster.Use; use != nil {
+		clusterDevice = func(d int) int { return use[d] }
+		fmt.Fprintf(w, "%s (%s params) on %s: runs on %d of its %s, %s (devices %s), the other %d left idle\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name,
+			len(use), plural(pl.Cluster.Devices, "device"), in.Cluster.Summary(), deviceRanges(use), pl.Cluster.Devices-len(use))
+	} else {
+		fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
+	}
 	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds))
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
@@ -82,6 +90,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			fmt.Fprintf(w, "  %s\n", tiesNote(ties))
 		}
 	}
+	explainDeviceSets(w, pl)
 
 	devs := in.Cluster.Devices()
 	if m := p.Mesh; m != nil {
@@ -152,9 +161,15 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if len(merged) < len(rows) {
 		fmt.Fprintf(w, "; %d collectives, identical layers' on one row (--each-layer lists them one by one)", len(rows))
 	}
-	fmt.Fprintln(w, ":")
+	if len(rows) == 0 {
+		fmt.Fprintln(w, ": none, every tensor is made where and as its readers read it")
+	} else {
+		fmt.Fprintln(w, ":")
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	if p.Mesh != nil {
+	if len(rows) == 0 {
+		// No table.
+	} else if p.Mesh != nil {
 		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
 	} else {
 		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
@@ -176,7 +191,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	}
 	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
 	for _, d := range pl.Cost.PerDevice {
-		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f\t\n", d.Device, d.Type, d.Compute*scale, d.Comm*scale, d.Overlap*scale, d.Idle*scale,
+		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f\t\n", clusterDevice(d.Device), d.Type, d.Compute*scale, d.Comm*scale, d.Overlap*scale, d.Idle*scale,
 			float64(d.PeakMemory)*perByte, float64(d.Capacity)*perByte)
 	}
 	tw.Flush()
@@ -184,24 +199,42 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if err != nil {
 		return fmt.Errorf("simulating the plan: %w", err)
 	}
-	explainBottleneck(w, plan.FindBottleneck(g, res))
+	b := plan.FindBottleneck(g, res)
+	b.Device = clusterDevice(b.Device)
+	explainBottleneck(w, b)
 	explainMemoryBound(w, pl)
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
+			d.Device = clusterDevice(d.Device)
 			fmt.Fprintf(w, "OUT OF MEMORY: %s\n", d.Shortfall())
 		}
 	}
 
 	fmt.Fprintf(w, "\nAgainst the data-parallel baselines (same simulator):\n")
+	explainBaselines(w, pl, in, "", clusterDevice)
+	if in.Whole != nil {
+		// The baselines the user would otherwise run: on every device.
+		whole := *in
+		whole.Cluster, whole.Whole, whole.Use = in.Whole, nil, nil
+		explainBaselines(w, pl, &whole, fmt.Sprintf(" on all %d devices", in.Whole.NumDevices()), func(d int) int { return d })
+	}
+	return nil
+}
+
+// explainBaselines compares the plan with dp-ev and dp-cp on in's devices
+// (where, when not the plan's own, says which; clusterDevice numbers in's
+// devices as the cluster does).
+func explainBaselines(w io.Writer, pl *plan.Plan, in *plan.Inputs, where string, clusterDevice func(int) int) {
 	for _, base := range []string{"dp-ev", "dp-cp"} {
-		bp, err := strategy.Build(base, g, in.Cluster)
+		name := base + where
+		bp, err := strategy.Build(base, in.Graph, in.Cluster)
 		if err != nil {
-			fmt.Fprintf(w, "  %s: %v\n", base, err)
+			fmt.Fprintf(w, "  %s: %v\n", name, err)
 			continue
 		}
 		res, err := plan.Simulate(in, bp)
 		if err != nil {
-			fmt.Fprintf(w, "  %s: %v\n", base, err)
+			fmt.Fprintf(w, "  %s: %v\n", name, err)
 			continue
 		}
 		// A baseline that does not fit is no alternative: say so, and by
@@ -209,13 +242,69 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		fits := ""
 		for _, d := range res.Devices {
 			if !d.Fits() {
+				d.Device = clusterDevice(d.Device)
 				fits = ", but it does not fit: " + d.Shortfall()
 				break
 			}
 		}
-		fmt.Fprintf(w, "  %-6s %s → this plan is %.2f× faster%s\n", base, durationIn(res.StepSeconds, pl.Cost.StepSeconds), res.StepSeconds/pl.Cost.StepSeconds, fits)
+		fmt.Fprintf(w, "  %-6s %s → this plan is %.2f× faster%s\n", name, durationIn(res.StepSeconds, pl.Cost.StepSeconds), res.StepSeconds/pl.Cost.StepSeconds, fits)
 	}
-	return nil
+}
+
+// explainDeviceSets reports hap plan's device search: each set of the
+// cluster's devices weighed, and what became of it.
+func explainDeviceSets(w io.Writer, pl *plan.Plan) {
+	sets := pl.Solver.DeviceSets
+	if len(sets) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nDevices searched (hap plan --all-devices plans on every device alone):\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  devices\twhat\toutcome")
+	for _, s := range sets {
+		mark := ""
+		if s.Chosen {
+			mark = "  ← the plan"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", deviceRanges(s.Use), s.Summary, deviceSetOutcome(s, pl.Cost.StepSeconds), mark)
+	}
+	tw.Flush()
+}
+
+// deviceSetOutcome says what the device search found for set s.
+func deviceSetOutcome(s plan.DeviceSet, step float64) string {
+	switch s.Outcome {
+	case plan.DeviceSetPlanned:
+		return fmt.Sprintf("planned: step %s, proven bound %s", durationIn(s.StepSeconds, step), durationIn(s.Bound, step))
+	case plan.DeviceSetWorkBound:
+		return fmt.Sprintf("not searched: no plan on it beats %s, its ideal compute time", durationIn(s.Bound, step))
+	case plan.DeviceSetMemory:
+		unit, per := cost.ByteUnit(max(s.NeedBytes, s.UsableBytes))
+		return fmt.Sprintf("not searched: the model needs %.4g %s, the devices can use %.4g %s", s.NeedBytes*per, unit, s.UsableBytes*per, unit)
+	case plan.DeviceSetNoPlan:
+		return "no plan fits: " + s.Why
+	case plan.DeviceSetTimeLimit:
+		return "not searched: the time limit was spent"
+	}
+	return s.Outcome
+}
+
+// deviceRanges writes device indices compactly: "0", "0–1", "0–3, 8".
+func deviceRanges(use []int) string {
+	var parts []string
+	for i := 0; i < len(use); {
+		j := i
+		for j+1 < len(use) && use[j+1] == use[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d", use[i], use[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(use[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 // collectiveCosts estimates communication instruction i of p and, for an

@@ -45,6 +45,9 @@ type modelFlags struct {
 	// boundLPs branches the bound's LP (plan.SynthOptions.BoundLPs):
 	// plan --bound-lps.
 	boundLPs int
+	// allDevices plans on every device, without the device search
+	// (plan.SynthesizeOnDevices).
+	allDevices bool
 }
 
 // modelPositive names modelFlags' flags whose 0 means "the default", so
@@ -56,6 +59,7 @@ func (m *modelFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 	Float64Var(*float64, string, float64, string)
+	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
 	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
@@ -66,6 +70,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
+	fs.BoolVar(&m.allDevices, "all-devices", false, "plan on every device of the cluster, as the HAP paper does; by default the synthesizer also plans on single machines and single devices of it where their ideal step beats the plan on every device, and keeps the fastest plan (on a slow network a small batch can run faster on one GPU than on all)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
 
@@ -95,13 +100,17 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		}
 	}
 	if m.strategy == "" {
-		return plan.Synthesize(context.Background(), in, plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs})
+		opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
+			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
+		if m.allDevices {
+			return plan.Synthesize(context.Background(), in, opt)
+		}
+		return plan.SynthesizeOnDevices(context.Background(), in, opt)
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
-	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction || untie.Any() {
-		return nil, usageErr("--time-limit, --node-limit, --memory-fraction and --untie shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
+	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction || untie.Any() || m.allDevices {
+		return nil, usageErr("--time-limit, --node-limit, --memory-fraction, --untie and --all-devices shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {
@@ -203,7 +212,7 @@ func runPlan(e *env, args []string) error {
 		_, err := e.stdout.Write(data)
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s on %s (%s), %s: simulated step %s", pl.Model.Name, pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), pl.Options.Strategy, duration(pl.Cost.StepSeconds))
+	fmt.Fprintf(e.stdout, "%s on %s (%s), %s: simulated step %s", pl.Model.Name, pl.Cluster.Name, devicesUsed(pl.Cluster), pl.Options.Strategy, duration(pl.Cost.StepSeconds))
 	if pl.Solver.Chosen != "" {
 		// A start the simulator found faster than the solver's plan (or
 		// the fastest fitting one, when the solver found none).
@@ -519,4 +528,13 @@ func runClusters(e *env, args []string) error {
 		return writeJSON(e, rows)
 	}
 	return cluster.FormatClusters(e.stdout, cs)
+}
+
+// devicesUsed says how many devices a plan runs on: "8 devices", or "1 of
+// 8 devices" when the device search left some idle.
+func devicesUsed(c plan.ClusterRef) string {
+	if c.Use != nil {
+		return fmt.Sprintf("%d of %s", len(c.Use), plural(c.Devices, "device"))
+	}
+	return plural(c.Devices, "device")
 }

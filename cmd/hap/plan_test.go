@@ -165,7 +165,7 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 // plan optimal over every (tied) plan in every order.
 func TestPlanSearchesOrdersJointly(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "20", "-o", f)
+	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "--search-order", "--order-rounds", "20", "-o", f)
 	if code != 0 {
 		t.Fatalf("plan --order-rounds: %d %s %s", code, errs, out)
 	}
@@ -276,7 +276,7 @@ func TestRunCPU(t *testing.T) {
 // node limit it ran under.
 func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "-o", f); code != 0 {
+	if code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "--node-limit", "5", "-o", f); code != 0 {
 		t.Fatalf("plan: exit %d: %s %s", code, errs, out)
 	}
 	b, err := os.ReadFile(f)
@@ -588,7 +588,7 @@ func TestPlanUntie(t *testing.T) {
 	planned := func(extra ...string) *plan.Plan {
 		t.Helper()
 		f := filepath.Join(dir, fmt.Sprintf("plan%d.json", len(extra)))
-		args := append([]string{"plan", "--model", "bert-moe-tiny", "--cluster", cl, "-o", f}, extra...)
+		args := append([]string{"plan", "--model", "bert-moe-tiny", "--cluster", cl, "--all-devices", "-o", f}, extra...)
 		if code, out, errs := runCLI(args...); code != 0 {
 			t.Fatalf("%v: exit %d: %s %s", args, code, errs, out)
 		}
@@ -645,7 +645,7 @@ func TestPlanSearchOrderBoundsEveryOrder(t *testing.T) {
 		anyOrder bool
 	}{{[]string{"--search-order"}, true}, {nil, false}} {
 		f := filepath.Join(dir, "plan.json")
-		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f}, tc.args...)
+		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f}, tc.args...)
 		if code, out, errs := runCLI(args...); code != 0 {
 			t.Fatalf("%v: %d %s %s", args, code, out, errs)
 		}
@@ -704,7 +704,7 @@ func TestVerifyRunsTheSearchedOrder(t *testing.T) {
 // every plan: no note that the bound is over tied plans follows it.
 func TestExplainCreditsTheWorkLP(t *testing.T) {
 	f := t.TempDir() + "/plan.json"
-	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f); code != 0 {
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f); code != 0 {
 		t.Fatalf("plan: %d %s", code, errs)
 	}
 	solverLine := func() (line, rest string) {
@@ -749,7 +749,7 @@ func TestPlanBoundLPs(t *testing.T) {
 	dir := t.TempDir()
 	read := func(args ...string) *plan.Plan {
 		f := filepath.Join(dir, "plan.json")
-		if code, _, errs := runCLI(append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "-o", f}, args...)...); code != 0 {
+		if code, _, errs := runCLI(append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f}, args...)...); code != 0 {
 			t.Fatalf("plan %v: %d %s", args, code, errs)
 		}
 		pl, err := plan.Read(f)

@@ -1,0 +1,289 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/solve"
+)
+
+// This file is hap plan's device search. Every plan Synthesize finds runs
+// on every device of the cluster: an SPMD program whose collectives span
+// them all, each device given its share. Where the network is slow
+// against the GPUs, or the batch small, the fastest plan can leave devices
+// idle: bert-base at its batch of 32 steps in 0.680 s planned on all of
+// paper-8 (two V100s and six P100s, one per machine, on 10 Gb/s Ethernet)
+// and in 0.256 s on one of its V100s alone, which communicates nothing.
+// No share of work makes up for a collective over the slow network, so the
+// encoding, whose every collective spans every device, cannot express the
+// faster plan. SynthesizeOnDevices therefore also plans on sub-clusters,
+// where a screen that costs milliseconds says they could win:
+//
+//	whole cluster ──Synthesize──► the incumbent
+//	each candidate set (one device, one machine, of each kind of machine),
+//	in order of its work bound:
+//	    too little memory together to hold the model  ──► skipped
+//	    work bound ≥ the incumbent's step             ──► skipped: no plan on it is faster
+//	    otherwise ──Synthesize on it──► a faster plan is the incumbent
+//
+// The work bound (solve.Ideal) is the step of the ideal plan on the set:
+// every op split in the best proportions for its GPUs, communication
+// free. It holds for every plan on the set, so a skipped set is proven no
+// faster; the sets planned get the search a whole cluster gets.
+//
+// The candidates are single machines and single devices: the sets that
+// leave the network (or every link) out, where the gains are. Sets that
+// span several machines, such as the cluster less its slowest kind of
+// machine, are not candidates: their work bound is far below any plan
+// (their communication is what decides), so the screen would pass them
+// and each would cost a whole search.
+
+// Device set outcomes (DeviceSet.Outcome).
+const (
+	// DeviceSetPlanned: the set was searched; StepSeconds is its plan's.
+	DeviceSetPlanned = "planned"
+	// DeviceSetNoPlan: the set was searched and nothing fits (Why).
+	DeviceSetNoPlan = "no plan"
+	// DeviceSetWorkBound: not searched, its work bound (Bound) being no
+	// shorter than a plan already found.
+	DeviceSetWorkBound = "work bound"
+	// DeviceSetMemory: not searched, its devices together holding less
+	// than the model needs (NeedBytes, UsableBytes).
+	DeviceSetMemory = "memory"
+	// DeviceSetTimeLimit: not searched, the time limit spent.
+	DeviceSetTimeLimit = "time limit"
+)
+
+// DeviceSet is one set of devices the device search weighed.
+type DeviceSet struct {
+	// Use lists the cluster's devices in the set.
+	Use []int `json:"use"`
+	// Summary says what they are ("2 × V100-SXM2-16GB on 1 node").
+	Summary string `json:"summary"`
+	Outcome string `json:"outcome"`
+	// StepSeconds is the simulated step of the plan found on the set.
+	StepSeconds float64 `json:"step_seconds,omitempty"`
+	// Bound is the search's proven bound on the set's plans (planned), or
+	// its work bound (work bound).
+	Bound float64 `json:"bound,omitempty"`
+	// NeedBytes and UsableBytes are what the model needs at least over
+	// all devices and what the set's devices can hold together (memory).
+	NeedBytes   float64 `json:"need_bytes,omitempty"`
+	UsableBytes float64 `json:"usable_bytes,omitempty"`
+	// Why is the search's reason when nothing fits (no plan).
+	Why string `json:"why,omitempty"`
+	// Chosen marks the set the plan runs on.
+	Chosen bool `json:"chosen,omitempty"`
+}
+
+// subsetTimeShare: under a time limit, the candidate sets searched share
+// 1/subsetTimeShare of it, after the whole cluster's search has had all
+// of it (a screen that passes nothing costs nothing, so the whole cluster
+// is not starved for sets that are rarely searched).
+const subsetTimeShare = 4
+
+// minSubsetTime is the least time a set is searched for under a time
+// limit; with less left, the set is skipped (DeviceSetTimeLimit).
+const minSubsetTime = time.Second
+
+// SynthesizeOnDevices is Synthesize over the whole cluster and over the
+// sets of its devices worth searching (this file's comment): the fastest
+// plan found, on the devices it names (ClusterRef.Use, absent when it is
+// the whole cluster). The plan records every set weighed
+// (Solver.DeviceSets) when there was more than one. in must name the
+// whole cluster. A time limit bounds the whole cluster's search and a
+// quarter of it more the sets' (subsetTimeShare).
+func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
+	if in.Use != nil {
+		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
+	}
+	cands := deviceCandidates(in.Cluster)
+	if len(cands) == 0 {
+		return Synthesize(ctx, in, opt)
+	}
+	say := func(format string, args ...any) {
+		if opt.Progress != nil {
+			fmt.Fprintf(opt.Progress, "hap plan: device search: "+format+"\n", args...)
+		}
+	}
+	all := make([]int, in.Cluster.NumDevices())
+	for d := range all {
+		all[d] = d
+	}
+	wholeSet := DeviceSet{Use: all, Summary: in.Cluster.Summary()}
+	best, whyNot := Synthesize(ctx, in, opt)
+	switch {
+	case errors.Is(whyNot, solve.ErrNoPlan):
+		wholeSet.Outcome, wholeSet.Why = DeviceSetNoPlan, whyNot.Error()
+	case whyNot != nil:
+		return nil, whyNot
+	default:
+		wholeSet.Outcome, wholeSet.StepSeconds, wholeSet.Bound = DeviceSetPlanned, best.Cost.StepSeconds, best.Solver.Bound
+	}
+	sets := []DeviceSet{wholeSet}
+	chosen := 0
+	seconds := 0.0
+	if best != nil {
+		seconds = best.Solver.Seconds
+	}
+
+	// Screen every candidate, then search the promising ones from the
+	// lowest work bound up: the first found may rule out the rest.
+	type screened struct {
+		in    *Inputs
+		set   DeviceSet
+		ideal solve.Ideal
+	}
+	var queue []screened
+	for _, use := range cands {
+		sub, err := in.OnDevices(use)
+		if err != nil {
+			return nil, fmt.Errorf("device search: %w", err)
+		}
+		m, err := cost.New(sub.Cluster, cost.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("device search: devices %v: %w", use, err)
+		}
+		fraction := opt.MemoryFraction
+		if fraction == 0 {
+			fraction = encode.DefaultMemoryFraction
+		}
+		ideal, err := solve.IdealFor(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, MemoryFraction: fraction})
+		if err != nil {
+			return nil, fmt.Errorf("device search: devices %v: %w", use, err)
+		}
+		queue = append(queue, screened{sub, DeviceSet{Use: use, Summary: sub.Cluster.Summary()}, ideal})
+	}
+	slices.SortStableFunc(queue, func(a, b screened) int { return cmp.Compare(a.ideal.WorkBound, b.ideal.WorkBound) })
+
+	var deadline time.Time
+	if opt.TimeLimit > 0 {
+		deadline = time.Now().Add(opt.TimeLimit / subsetTimeShare)
+	}
+	for _, q := range queue {
+		set := q.set
+		switch {
+		case !q.ideal.Fits():
+			set.Outcome, set.NeedBytes, set.UsableBytes = DeviceSetMemory, q.ideal.Need, q.ideal.Usable
+		case best != nil && q.ideal.WorkBound >= best.Cost.StepSeconds:
+			set.Outcome, set.Bound = DeviceSetWorkBound, q.ideal.WorkBound
+		case opt.TimeLimit > 0 && time.Until(deadline) < minSubsetTime:
+			set.Outcome = DeviceSetTimeLimit
+		default:
+			incumbent := "none"
+			if best != nil {
+				incumbent = secs(best.Cost.StepSeconds)
+			}
+			say("%s (devices %s): work bound %s, below the best plan's %s: searching it", set.Summary, deviceList(set.Use), secs(q.ideal.WorkBound), incumbent)
+			sub := opt
+			sub.Paper, sub.Simulated = nil, nil // the whole cluster's
+			if opt.TimeLimit > 0 {
+				sub.TimeLimit = time.Until(deadline)
+			}
+			pl, err := Synthesize(ctx, q.in, sub)
+			if errors.Is(err, solve.ErrNoPlan) {
+				set.Outcome, set.Why = DeviceSetNoPlan, err.Error()
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("device search: devices %v: %w", set.Use, err)
+			}
+			seconds += pl.Solver.Seconds
+			set.Outcome, set.StepSeconds, set.Bound = DeviceSetPlanned, pl.Cost.StepSeconds, pl.Solver.Bound
+			if best == nil || pl.Cost.StepSeconds < best.Cost.StepSeconds {
+				best, chosen = pl, len(sets)
+			}
+		}
+		sets = append(sets, set)
+	}
+	if best == nil {
+		return nil, whyNot
+	}
+	sets[chosen].Chosen = true
+	best.Solver.DeviceSets = sets
+	if opt.WallTime {
+		best.Solver.Seconds = seconds
+	}
+	if chosen != 0 {
+		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, deviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets[0]))
+	}
+	return best, nil
+}
+
+// wholeStep describes the whole cluster's outcome for a progress line.
+func wholeStep(s DeviceSet) string {
+	if s.Outcome == DeviceSetPlanned {
+		return secs(s.StepSeconds)
+	}
+	return "no plan"
+}
+
+// deviceCandidates lists the sets of c's devices the device search
+// weighs besides the whole cluster: for each kind of machine (nodes alike
+// in device, count, links and overrides), in the order the cluster file
+// first names it, one device of its first node and, when the node has
+// several, the whole node. Sets equal to the whole cluster, or to one
+// listed before, are left out; a one-device cluster has none.
+func deviceCandidates(c *cluster.Cluster) [][]int {
+	n := c.NumDevices()
+	var out [][]int
+	add := func(use []int) {
+		if len(use) == n {
+			return
+		}
+		for _, u := range out {
+			if slices.Equal(u, use) {
+				return
+			}
+		}
+		out = append(out, use)
+	}
+	first := 0 // global index of node i's first device
+	var kinds []cluster.Node
+	for _, nd := range c.Nodes {
+		kind := nd
+		kind.Name = ""
+		if !slices.Contains(kinds, kind) {
+			kinds = append(kinds, kind)
+			add([]int{first})
+			node := make([]int, nd.Count)
+			for l := range node {
+				node[l] = first + l
+			}
+			add(node)
+		}
+		first += nd.Count
+	}
+	return out
+}
+
+// deviceList writes device indices compactly: "0", "0–1", "0–3, 8".
+func deviceList(use []int) string {
+	s := ""
+	for i := 0; i < len(use); {
+		j := i
+		for j+1 < len(use) && use[j+1] == use[j]+1 {
+			j++
+		}
+		if s != "" {
+			s += ", "
+		}
+		if j > i {
+			s += fmt.Sprintf("%d–%d", use[i], use[j])
+		} else {
+			s += fmt.Sprint(use[i])
+		}
+		i = j + 1
+	}
+	return s
+}
+
+// secs writes a step for a progress line.
+func secs(s float64) string { return fmt.Sprintf("%.4g s", s) }

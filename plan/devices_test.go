@@ -1,0 +1,228 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"hap/models"
+	"hap/solve"
+)
+
+// deviceSearchClusters are clusters where the device search has something
+// to find, as cluster files (the search's candidates come from the file's
+// nodes).
+var deviceSearchClusters = map[string]string{
+	// Two A100s on NVLink and two T4s on PCIe, on 1 Gb/s Ethernet: any
+	// plan on all four crosses the slow network.
+	"fast-and-slow-node": `
+name: fast-and-slow-node
+nodes:
+  - name: fast
+    device: A100-80GB
+    count: 2
+    intra: {class: nvlink, bandwidth: 300GB/s}
+  - name: slow
+    device: T4
+    count: 2
+    intra: {class: pcie, bandwidth: 12GB/s}
+inter: {class: ethernet, bandwidth: 1Gb/s, latency: 50us}
+`,
+	// No single device can hold mlp (46.7 MB at least, 36 MB usable each),
+	// so single devices are screened out by memory.
+	"small-memory": `
+name: small-memory
+nodes:
+  - name: a
+    device: T4
+    count: 2
+    intra: {class: pcie, bandwidth: 12GB/s}
+    overrides: {memory: 40MB}
+  - name: b
+    device: V100-SXM2-16GB
+    count: 1
+    overrides: {memory: 40MB}
+inter: {class: ethernet, bandwidth: 1Gb/s, latency: 50us}
+`,
+}
+
+// deviceSearchInputs loads model on the named cluster of
+// deviceSearchClusters, or on a built-in cluster.
+func deviceSearchInputs(t *testing.T, model string, batch int, name string) *Inputs {
+	t.Helper()
+	spec := name
+	if text, ok := deviceSearchClusters[name]; ok {
+		spec = filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(spec, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := LoadInputs(model, models.Options{Batch: batch}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestDeviceSearch checks the device search against planning every set it
+// weighs: the plan it returns is the fastest of them, on the devices it
+// names, and every set it did not search is one that could not have won
+// — a set skipped by its work bound plans no faster than the plan, and one
+// skipped for memory has no plan.
+func TestDeviceSearch(t *testing.T) {
+	cases := []struct {
+		model   string
+		batch   int
+		cluster string
+		use     []int // the devices the plan should run on; nil: all
+		skipped []string
+	}{
+		// The A100 machine alone: 0.058 ms against 2.6 ms on all four.
+		{"mlp", 0, "fast-and-slow-node", []int{0, 1}, []string{DeviceSetWorkBound}},
+		// One V100 of paper-8's eight: nothing crosses the 10 Gb/s network.
+		{"mlp", 0, "paper-8", []int{0}, []string{DeviceSetWorkBound}},
+		// The T4 machine: single devices cannot hold the model.
+		{"mlp", 0, "small-memory", []int{0, 1}, []string{DeviceSetMemory}},
+		// A large batch on one NVSwitch machine: all eight, one A100's
+		// work bound being 7.5 times their plan.
+		{"mlp", 8192, "a100-8", nil, []string{DeviceSetWorkBound}},
+	}
+	for _, c := range cases {
+		t.Run(c.model+"/"+c.cluster, func(t *testing.T) {
+			in := deviceSearchInputs(t, c.model, c.batch, c.cluster)
+			pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(pl.Cluster.Use, c.use) {
+				t.Fatalf("plan runs on devices %v, want %v", pl.Cluster.Use, c.use)
+			}
+			sets := pl.Solver.DeviceSets
+			if len(sets) < 2 || sets[0].Outcome != DeviceSetPlanned || len(sets[0].Use) != in.Cluster.NumDevices() {
+				t.Fatalf("device sets %+v: want the whole cluster planned first, and more", sets)
+			}
+			chosen := -1
+			var outcomes []string
+			for i, s := range sets {
+				if s.Chosen {
+					if chosen >= 0 {
+						t.Fatalf("sets %d and %d both chosen", chosen, i)
+					}
+					chosen = i
+				}
+				if i > 0 && s.Outcome != DeviceSetPlanned && !slices.Contains(outcomes, s.Outcome) {
+					outcomes = append(outcomes, s.Outcome)
+				}
+			}
+			if want := c.use; chosen < 0 || (want == nil) != (chosen == 0) || (want != nil && !slices.Equal(sets[chosen].Use, want)) {
+				t.Fatalf("chosen set %d of %+v, want the one of devices %v", chosen, sets, c.use)
+			}
+			slices.Sort(outcomes)
+			if !slices.Equal(outcomes, c.skipped) {
+				t.Errorf("sets skipped for %v, want %v (the case is there to exercise those)", outcomes, c.skipped)
+			}
+			if got := sets[chosen].StepSeconds; got != pl.Cost.StepSeconds {
+				t.Errorf("chosen set's step %g, plan's %g", got, pl.Cost.StepSeconds)
+			}
+
+			// Every set, planned alone: the search's record is what
+			// planning it gives, and nothing beats the plan.
+			for _, s := range sets {
+				sub := in
+				if len(s.Use) < in.Cluster.NumDevices() {
+					if sub, err = in.OnDevices(s.Use); err != nil {
+						t.Fatal(err)
+					}
+				}
+				alone, err := Synthesize(context.Background(), sub, SynthOptions{})
+				switch s.Outcome {
+				case DeviceSetMemory:
+					if !errors.Is(err, solve.ErrNoPlan) {
+						t.Errorf("devices %v skipped for memory, but planned alone: %v", s.Use, err)
+					}
+					continue
+				case DeviceSetPlanned, DeviceSetWorkBound:
+					if err != nil {
+						t.Fatalf("devices %v: %v", s.Use, err)
+					}
+				default:
+					t.Fatalf("devices %v: outcome %q", s.Use, s.Outcome)
+				}
+				step := alone.Cost.StepSeconds
+				if s.Outcome == DeviceSetPlanned && step != s.StepSeconds {
+					t.Errorf("devices %v: recorded step %g, planned alone %g", s.Use, s.StepSeconds, step)
+				}
+				if s.Outcome == DeviceSetWorkBound && step < s.Bound {
+					t.Errorf("devices %v: work bound %g above its plan's step %g", s.Use, s.Bound, step)
+				}
+				if step < pl.Cost.StepSeconds {
+					t.Errorf("devices %v plan in %g, faster than the search's %g on %v", s.Use, step, pl.Cost.StepSeconds, pl.Cluster.Use)
+				}
+			}
+
+			// The plan document names its devices: read back, it resolves to
+			// them and simulates to its own step.
+			back := reread(t, pl)
+			rin, p, err := back.Resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rin.Cluster.NumDevices(), pl.Cluster.Used(); got != want {
+				t.Fatalf("resolved plan runs on %d devices, want %d", got, want)
+			}
+			res, err := Simulate(rin, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StepSeconds != pl.Cost.StepSeconds {
+				t.Errorf("resolved plan simulates to %g, recorded %g", res.StepSeconds, pl.Cost.StepSeconds)
+			}
+
+			// Same inputs, same bytes.
+			again, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := pl.Encode()
+			b, _ := again.Encode()
+			if !bytes.Equal(a, b) {
+				t.Errorf("two searches gave different plan bytes")
+			}
+		})
+	}
+}
+
+// TestPlanOnDevicesRejectsBadDeviceLists checks that a plan document
+// whose cluster.use no plan could run on is one clear error.
+func TestPlanOnDevicesRejectsBadDeviceLists(t *testing.T) {
+	in := deviceSearchInputs(t, "mlp", 0, "fast-and-slow-node")
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		use  []int
+		want string
+	}{
+		{[]int{0, 4}, "plan cluster.use: device 4: the cluster has devices 0–3"},
+		{[]int{1, 0}, "plan cluster.use: devices must be listed once each, in increasing order"},
+		{[]int{0, 3}, "plan cluster.use: device 3 is GPU 1 of node slow, whose GPU 0 is left out"},
+		{[]int{}, "plan cluster.use: no device kept"},
+	} {
+		bad := reread(t, pl)
+		bad.Cluster.Use = tc.use
+		if _, _, err := bad.Resolve(); err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
+			t.Errorf("use %v: %v, want an error containing %q", tc.use, err, tc.want)
+		}
+	}
+	// Devices the program does not match: two devices' ratios on one.
+	bad := reread(t, pl)
+	bad.Cluster.Use = []int{0}
+	if _, _, err := bad.Resolve(); err == nil {
+		t.Errorf("a two-device program on one device resolved")
+	}
+}

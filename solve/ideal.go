@@ -1,0 +1,45 @@
+package solve
+
+import (
+	"context"
+
+	"hap/cost"
+	"hap/encode"
+	"hap/ir"
+)
+
+// Ideal is what a cluster can promise a model before any search: whether
+// its devices' memory together can hold the model once, and the work
+// bound — the step of the ideal plan, every op split in the best
+// proportions for the cluster's GPUs and communication free. Both hold for
+// every plan in every issue order, so a cluster whose Ideal is no better
+// than a plan already found needs no search: plan's device search
+// (plan.SynthesizeOnDevices) screens the sub-clusters it might plan on so.
+type Ideal struct {
+	// Need and Usable are the model's least bytes over all devices
+	// (encode.Encoding.MinimumTotalMemory) and the devices' usable bytes
+	// together; Need > Usable means no plan fits.
+	Need, Usable float64
+	// WorkBound is the work LP's optimum in seconds
+	// (encode.Encoding.WorkLP); 0 when its solve failed, which bounds
+	// nothing.
+	WorkBound float64
+}
+
+// Fits reports whether the devices could hold the model at all.
+func (i Ideal) Fits() bool { return i.Need <= i.Usable }
+
+// IdealFor encodes g for m's cluster and returns its Ideal: milliseconds
+// to a second on full-size models, against seconds to minutes for a
+// Synthesize. Only opt's Optimizer, MemoryFraction and Segments matter.
+func IdealFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (Ideal, error) {
+	segs := opt.Segments
+	if segs == nil {
+		segs = CandidateSegments(g)
+	}
+	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, MemoryFraction: opt.MemoryFraction})
+	if err != nil {
+		return Ideal{}, err
+	}
+	return Ideal{Need: e.MinimumTotalMemory(), Usable: usableMemory(e), WorkBound: workBound(ctx, e)}, nil
+}
