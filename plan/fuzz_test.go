@@ -3,13 +3,17 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	"hap/models"
+	"hap/strategy"
 )
 
 // FuzzPlanDocument feeds mutated plan documents through everything
 // `hap explain` and `hap simulate` do with a plan file: parse, resolve
 // against the model and cluster it names, check, lower and simulate. Bad
 // documents must come back as errors, never as a panic or a hang. The seeds
-// are real plans of a tiny model, data-parallel and megatron (a mesh).
+// are real plans of a tiny model, data-parallel and megatron (a mesh), and
+// one on two of paper-16's devices (cluster.use).
 func FuzzPlanDocument(f *testing.F) {
 	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
 		_, _, pl := strategyPlan(f, "mlp-tiny", "paper-8", s)
@@ -19,6 +23,26 @@ func FuzzPlanDocument(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-16")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if in, err = in.OnDevices([]int{0, 1}); err != nil {
+		f.Fatal(err)
+	}
+	p, err := strategy.Build("dp-cp", in.Graph, in.Cluster)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pl, err := Build(in, p, "dp-cp", Solver{Status: "heuristic"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := pl.Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pl, err := Parse(data, "fuzz.json")
 		if err != nil {

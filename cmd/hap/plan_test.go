@@ -105,6 +105,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--order-rounds", "3"}, 2, "--order-rounds continues the synthesizer's --search-order"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--all-devices"}, 2, "--all-devices shape the synthesizer's search"},
 		{[]string{"simulate", bad, "--search-order", "--order-window", "0"}, 2, "at least 1"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
@@ -786,5 +787,53 @@ func TestPlanBoundLPs(t *testing.T) {
 	code, out, errs := runCLI("explain", filepath.Join(dir, "plan.json"))
 	if code != 0 || !strings.Contains(out, "by the transport LP branched on the op classes' rules (up to 6 more LPs") {
 		t.Errorf("explain: %d %s; output:\n%s\nwant the branched LP credited", code, errs, out)
+	}
+}
+
+// hap plan searches the devices too: mlp at its batch of 32 on paper-8
+// runs on one V100 (nothing crosses the 10 Gb/s network), the plan says
+// so, explain reports every set weighed and names the idle devices, and
+// simulate and verify run it on its device; --all-devices plans on all
+// eight.
+func TestPlanSearchesDevices(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "plan.json")
+	code, out, errs := runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "-o", f)
+	if code != 0 || !strings.Contains(out, "mlp on paper-8 (1 of 8 devices), hap: ") {
+		t.Fatalf("plan: %d %s %s", code, errs, out)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Cluster.Use) != 1 || pl.Cluster.Use[0] != 0 || len(pl.Cost.PerDevice) != 1 {
+		t.Fatalf("plan runs on %v with %d devices' costs, want device 0 alone", pl.Cluster.Use, len(pl.Cost.PerDevice))
+	}
+	code, out, errs = runCLI("explain", f)
+	for _, want := range []string{
+		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
+		"Devices searched (hap plan --all-devices plans on every device alone):",
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  planned: step ",
+		"  ← the plan",
+		"not searched: no plan on it beats ",
+		"dp-ev on all 8 devices ",
+		"Communication in the forward program (backward adds each one's adjoint): none",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
+		}
+	}
+	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") {
+		t.Errorf("simulate: %d %s %s", code, errs, out)
+	}
+	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") {
+		t.Errorf("verify: %d %s %s", code, errs, out)
+	}
+	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--all-devices", "-o", f)
+	if code != 0 || !strings.Contains(out, "mlp on paper-8 (8 devices), hap: ") {
+		t.Fatalf("plan --all-devices: %d %s %s", code, errs, out)
+	}
+	if pl, err := plan.Read(f); err != nil || pl.Cluster.Use != nil || pl.Solver.DeviceSets != nil {
+		t.Errorf("plan --all-devices: %v, use %v, device sets %v: want every device and no search", err, pl.Cluster.Use, pl.Solver.DeviceSets)
 	}
 }
