@@ -34,7 +34,7 @@ test: setup lint unit fuzz
 demo: build
 	./bin/hap plan --model bert-base --cluster paper-16 --batch 512 -o bin/bert-base.paper-16.plan.json
 	./bin/hap explain bin/bert-base.paper-16.plan.json
-	./bin/hap plan --model bert-base-tiny --cluster paper-8 --all-devices -o bin/bert-base-tiny.paper-8.plan.json
+	./bin/hap plan --model bert-base-tiny --cluster paper-8 --devices all -o bin/bert-base-tiny.paper-8.plan.json
 	./bin/hap verify bin/bert-base-tiny.paper-8.plan.json
 
 bench: build

@@ -38,12 +38,37 @@ import (
 // free. It holds for every plan on the set, so a skipped set is proven no
 // faster; the sets planned get the search a whole cluster gets.
 //
-// The candidates are single machines and single devices: the sets that
-// leave the network (or every link) out, where the gains are. Sets that
-// span several machines, such as the cluster less its slowest kind of
-// machine, are not candidates: their work bound is far below any plan
-// (their communication is what decides), so the screen would pass them
-// and each would cost a whole search.
+// By default (DevicesMachines) the candidates are single machines and
+// single devices: the sets that leave the network (or every link) out,
+// where the gains are largest, and whose searches are small. Sets that
+// span several machines — every machine of one kind, the cluster less one
+// kind — are candidates only when asked for (DevicesKinds): their work
+// bound is far below their plans (their communication decides the step),
+// so the screen passes most of them, and each costs a search as large as
+// the whole cluster's.
+
+// DeviceSearch says which sets of devices SynthesizeOnDevices weighs.
+type DeviceSearch string
+
+const (
+	// DevicesAll plans on every device alone, as the HAP paper does.
+	DevicesAll DeviceSearch = "all"
+	// DevicesMachines also weighs, for each kind of machine, its first
+	// machine and one device of it (the default).
+	DevicesMachines DeviceSearch = "machines"
+	// DevicesKinds also weighs every machine of each kind that has
+	// several, and the cluster less each kind.
+	DevicesKinds DeviceSearch = "kinds"
+)
+
+// ParseDeviceSearch reads hap plan --devices.
+func ParseDeviceSearch(s string) (DeviceSearch, error) {
+	switch d := DeviceSearch(s); d {
+	case DevicesAll, DevicesMachines, DevicesKinds:
+		return d, nil
+	}
+	return "", fmt.Errorf("devices %q: want %s, %s or %s", s, DevicesAll, DevicesMachines, DevicesKinds)
+}
 
 // Device set outcomes (DeviceSet.Outcome).
 const (
@@ -94,17 +119,17 @@ const subsetTimeShare = 4
 const minSubsetTime = time.Second
 
 // SynthesizeOnDevices is Synthesize over the whole cluster and over the
-// sets of its devices worth searching (this file's comment): the fastest
-// plan found, on the devices it names (ClusterRef.Use, absent when it is
-// the whole cluster). The plan records every set weighed
-// (Solver.DeviceSets) when there was more than one. in must name the
-// whole cluster. A time limit bounds the whole cluster's search and a
-// quarter of it more the sets' (subsetTimeShare).
-func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
+// sets of its devices that search weighs and the screen keeps (this file's
+// comment): the fastest plan found, on the devices it names
+// (ClusterRef.Use, absent when it is the whole cluster). The plan records
+// every set weighed (Solver.DeviceSets) when there was more than one. in
+// must name the whole cluster. A time limit bounds the whole cluster's
+// search and a quarter of it more the sets' (subsetTimeShare).
+func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
 	}
-	cands := deviceCandidates(in.Cluster)
+	cands := deviceCandidates(in.Cluster, search)
 	if len(cands) == 0 {
 		return Synthesize(ctx, in, opt)
 	}
@@ -225,17 +250,21 @@ func wholeStep(s DeviceSet) string {
 	return "no plan"
 }
 
-// deviceCandidates lists the sets of c's devices the device search
-// weighs besides the whole cluster: for each kind of machine (nodes alike
-// in device, count, links and overrides), in the order the cluster file
-// first names it, one device of its first node and, when the node has
-// several, the whole node. Sets equal to the whole cluster, or to one
-// listed before, are left out; a one-device cluster has none.
-func deviceCandidates(c *cluster.Cluster) [][]int {
+// deviceCandidates lists the sets of c's devices that search weighs
+// besides the whole cluster. For each kind of machine (nodes alike in
+// device, count, links and overrides), in the order the cluster file first
+// names it: one device of its first machine and that machine whole; under
+// DevicesKinds then every machine of each kind, and the cluster less each
+// kind. Sets equal to the whole cluster, or to one listed before, are left
+// out; a one-device cluster has none, and DevicesAll none.
+func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
+	if search == DevicesAll {
+		return nil
+	}
 	n := c.NumDevices()
 	var out [][]int
 	add := func(use []int) {
-		if len(use) == n {
+		if len(use) == 0 || len(use) == n {
 			return
 		}
 		for _, u := range out {
@@ -245,21 +274,47 @@ func deviceCandidates(c *cluster.Cluster) [][]int {
 		}
 		out = append(out, use)
 	}
-	first := 0 // global index of node i's first device
+	// kindOf[i] is node i's kind, an index into kinds; devs[i] its devices.
 	var kinds []cluster.Node
-	for _, nd := range c.Nodes {
+	kindOf := make([]int, len(c.Nodes))
+	devs := make([][]int, len(c.Nodes))
+	first := 0 // global index of node i's first device
+	for i, nd := range c.Nodes {
 		kind := nd
 		kind.Name = ""
-		if !slices.Contains(kinds, kind) {
+		k := slices.Index(kinds, kind)
+		if k < 0 {
+			k = len(kinds)
 			kinds = append(kinds, kind)
-			add([]int{first})
-			node := make([]int, nd.Count)
-			for l := range node {
-				node[l] = first + l
-			}
-			add(node)
+		}
+		kindOf[i] = k
+		for l := 0; l < nd.Count; l++ {
+			devs[i] = append(devs[i], first+l)
 		}
 		first += nd.Count
+	}
+	// nodesWhere is the devices of every node whose kind keep accepts.
+	nodesWhere := func(keep func(k int) bool) []int {
+		var use []int
+		for i := range c.Nodes {
+			if keep(kindOf[i]) {
+				use = append(use, devs[i]...)
+			}
+		}
+		return use
+	}
+	for k := range kinds {
+		i := slices.Index(kindOf, k)
+		add(devs[i][:1])
+		add(devs[i])
+	}
+	if search == DevicesKinds {
+		for k := range kinds {
+			add(nodesWhere(func(j int) bool { return j == k }))
+		}
+		for k := range kinds {
+			add(nodesWhere(func(j int) bool { return j != k }))
+		}
 	}
 	return out
 }

@@ -48,6 +48,25 @@ nodes:
     overrides: {memory: 40MB}
 inter: {class: ethernet, bandwidth: 1Gb/s, latency: 50us}
 `,
+	// Two machines of two A100s and one of two T4s on 100 Gb/s
+	// InfiniBand: at a large batch the A100s of both machines win.
+	"two-kinds": `
+name: two-kinds
+nodes:
+  - name: a0
+    device: A100-80GB
+    count: 2
+    intra: {class: nvlink, bandwidth: 300GB/s}
+  - name: a1
+    device: A100-80GB
+    count: 2
+    intra: {class: nvlink, bandwidth: 300GB/s}
+  - name: t
+    device: T4
+    count: 2
+    intra: {class: pcie, bandwidth: 12GB/s}
+inter: {class: infiniband, bandwidth: 100Gb/s, latency: 5us}
+`,
 }
 
 // deviceSearchInputs loads model on the named cluster of
@@ -78,23 +97,27 @@ func TestDeviceSearch(t *testing.T) {
 		model   string
 		batch   int
 		cluster string
+		search  DeviceSearch
 		use     []int // the devices the plan should run on; nil: all
 		skipped []string
 	}{
 		// The A100 machine alone: 0.058 ms against 2.6 ms on all four.
-		{"mlp", 0, "fast-and-slow-node", []int{0, 1}, []string{DeviceSetWorkBound}},
+		{"mlp", 0, "fast-and-slow-node", DevicesMachines, []int{0, 1}, []string{DeviceSetWorkBound}},
 		// One V100 of paper-8's eight: nothing crosses the 10 Gb/s network.
-		{"mlp", 0, "paper-8", []int{0}, []string{DeviceSetWorkBound}},
+		{"mlp", 0, "paper-8", DevicesMachines, []int{0}, []string{DeviceSetWorkBound}},
 		// The T4 machine: single devices cannot hold the model.
-		{"mlp", 0, "small-memory", []int{0, 1}, []string{DeviceSetMemory}},
+		{"mlp", 0, "small-memory", DevicesMachines, []int{0, 1}, []string{DeviceSetMemory}},
 		// A large batch on one NVSwitch machine: all eight, one A100's
 		// work bound being 7.5 times their plan.
-		{"mlp", 8192, "a100-8", nil, []string{DeviceSetWorkBound}},
+		{"mlp", 8192, "a100-8", DevicesMachines, nil, []string{DeviceSetWorkBound}},
+		// Both A100 machines, a set of several machines (2.509 ms; all
+		// six devices 2.789 ms, one A100 machine's work bound 4.451 ms).
+		{"mlp", 8192, "two-kinds", DevicesKinds, []int{0, 1, 2, 3}, []string{DeviceSetWorkBound}},
 	}
 	for _, c := range cases {
 		t.Run(c.model+"/"+c.cluster, func(t *testing.T) {
 			in := deviceSearchInputs(t, c.model, c.batch, c.cluster)
-			pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+			pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, c.search)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +206,7 @@ func TestDeviceSearch(t *testing.T) {
 			}
 
 			// Same inputs, same bytes.
-			again, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+			again, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, c.search)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +223,7 @@ func TestDeviceSearch(t *testing.T) {
 // whose cluster.use no plan could run on is one clear error.
 func TestPlanOnDevicesRejectsBadDeviceLists(t *testing.T) {
 	in := deviceSearchInputs(t, "mlp", 0, "fast-and-slow-node")
-	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{})
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, DevicesMachines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +248,40 @@ func TestPlanOnDevicesRejectsBadDeviceLists(t *testing.T) {
 	if _, _, err := bad.Resolve(); err == nil {
 		t.Errorf("a two-device program on one device resolved")
 	}
+}
+
+// TestDeviceCandidates pins the sets each search weighs on the built-in
+// clusters: per kind of machine, in the cluster's order, one device and
+// one machine; under DevicesKinds then every machine of a kind and the
+// cluster less a kind; never the whole cluster or a set twice.
+func TestDeviceCandidates(t *testing.T) {
+	for _, c := range []struct {
+		cluster string
+		search  DeviceSearch
+		want    [][]int
+	}{
+		{"paper-8", DevicesAll, nil},
+		{"paper-8", DevicesMachines, [][]int{{0}, {2}}},
+		{"paper-16", DevicesMachines, [][]int{{0}, {0, 1}, {4}, {4, 5}}},
+		{"paper-16", DevicesKinds, [][]int{{0}, {0, 1}, {4}, {4, 5}, {0, 1, 2, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}},
+		{"modern-24", DevicesKinds, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(8, 24), append(seq(0, 8), seq(16, 24)...), seq(0, 16)}},
+		{"a100-8", DevicesKinds, [][]int{{0}}},
+	} {
+		in, err := LoadInputs("mlp-tiny", models.Options{}, c.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := deviceCandidates(in.Cluster, c.search); !slices.EqualFunc(got, c.want, slices.Equal) {
+			t.Errorf("%s, %s: %v, want %v", c.cluster, c.search, got, c.want)
+		}
+	}
+}
+
+// seq is lo, lo+1, …, hi−1.
+func seq(lo, hi int) []int {
+	var out []int
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
 }

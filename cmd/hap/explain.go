@@ -258,7 +258,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 	if len(sets) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nDevices searched (hap plan --all-devices plans on every device alone):\n")
+	fmt.Fprintf(w, "\nDevices searched (hap plan --devices all plans on every device alone):\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  devices\twhat\toutcome")
 	for _, s := range sets {

@@ -45,9 +45,9 @@ type modelFlags struct {
 	// boundLPs branches the bound's LP (plan.SynthOptions.BoundLPs):
 	// plan --bound-lps.
 	boundLPs int
-	// allDevices plans on every device, without the device search
-	// (plan.SynthesizeOnDevices).
-	allDevices bool
+	// devices says which sets of devices the synthesizer weighs
+	// (plan.SynthesizeOnDevices): all, machines or kinds.
+	devices string
 }
 
 // modelPositive names modelFlags' flags whose 0 means "the default", so
@@ -59,7 +59,6 @@ func (m *modelFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 	Float64Var(*float64, string, float64, string)
-	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
 	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
@@ -70,7 +69,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
-	fs.BoolVar(&m.allDevices, "all-devices", false, "plan on every device of the cluster, as the HAP paper does; by default the synthesizer also plans on single machines and single devices of it where their ideal step beats the plan on every device, and keeps the fastest plan (on a slow network a small batch can run faster on one GPU than on all)")
+	fs.StringVar(&m.devices, "devices", "", "which devices the synthesizer may plan on, keeping the fastest plan: all (every device, as the HAP paper does), machines (the default: also each kind of machine's first machine and one device of it, where their ideal step beats the plan on every device; on a slow network a small batch can run faster on one GPU than on all) or kinds (also every machine of one kind, and the cluster less one kind: a search as large as the whole cluster's for each set the screen keeps)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
 
@@ -102,15 +101,21 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if m.strategy == "" {
 		opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
 			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
-		if m.allDevices {
+		search := plan.DevicesMachines
+		if m.devices != "" {
+			if search, err = plan.ParseDeviceSearch(m.devices); err != nil {
+				return nil, usageErr("--%v", err)
+			}
+		}
+		if search == plan.DevicesAll {
 			return plan.Synthesize(context.Background(), in, opt)
 		}
-		return plan.SynthesizeOnDevices(context.Background(), in, opt)
+		return plan.SynthesizeOnDevices(context.Background(), in, opt, search)
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
-	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction || untie.Any() || m.allDevices {
-		return nil, usageErr("--time-limit, --node-limit, --memory-fraction, --untie and --all-devices shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
+	if m.timeLimit > 0 || m.nodeLimit > 0 || m.memoryFraction != encode.DefaultMemoryFraction || untie.Any() || m.devices != "" {
+		return nil, usageErr("--time-limit, --node-limit, --memory-fraction, --untie and --devices shape the synthesizer's search; --strategy %s is built by hand", m.strategy)
 	}
 	p, err := strategy.Build(m.strategy, in.Graph, in.Cluster)
 	if err != nil {

@@ -105,7 +105,8 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--order-rounds", "3"}, 2, "--order-rounds continues the synthesizer's --search-order"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
-		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--all-devices"}, 2, "--all-devices shape the synthesizer's search"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--devices", "all"}, 2, "--devices shape the synthesizer's search"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines or kinds`},
 		{[]string{"simulate", bad, "--search-order", "--order-window", "0"}, 2, "at least 1"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
@@ -166,7 +167,7 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 // plan optimal over every (tied) plan in every order.
 func TestPlanSearchesOrdersJointly(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "--search-order", "--order-rounds", "20", "-o", f)
+	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "--search-order", "--order-rounds", "20", "-o", f)
 	if code != 0 {
 		t.Fatalf("plan --order-rounds: %d %s %s", code, errs, out)
 	}
@@ -277,7 +278,7 @@ func TestRunCPU(t *testing.T) {
 // node limit it ran under.
 func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "--node-limit", "5", "-o", f); code != 0 {
+	if code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "--node-limit", "5", "-o", f); code != 0 {
 		t.Fatalf("plan: exit %d: %s %s", code, errs, out)
 	}
 	b, err := os.ReadFile(f)
@@ -589,7 +590,7 @@ func TestPlanUntie(t *testing.T) {
 	planned := func(extra ...string) *plan.Plan {
 		t.Helper()
 		f := filepath.Join(dir, fmt.Sprintf("plan%d.json", len(extra)))
-		args := append([]string{"plan", "--model", "bert-moe-tiny", "--cluster", cl, "--all-devices", "-o", f}, extra...)
+		args := append([]string{"plan", "--model", "bert-moe-tiny", "--cluster", cl, "--devices", "all", "-o", f}, extra...)
 		if code, out, errs := runCLI(args...); code != 0 {
 			t.Fatalf("%v: exit %d: %s %s", args, code, errs, out)
 		}
@@ -646,7 +647,7 @@ func TestPlanSearchOrderBoundsEveryOrder(t *testing.T) {
 		anyOrder bool
 	}{{[]string{"--search-order"}, true}, {nil, false}} {
 		f := filepath.Join(dir, "plan.json")
-		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f}, tc.args...)
+		args := append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "-o", f}, tc.args...)
 		if code, out, errs := runCLI(args...); code != 0 {
 			t.Fatalf("%v: %d %s %s", args, code, out, errs)
 		}
@@ -705,7 +706,7 @@ func TestVerifyRunsTheSearchedOrder(t *testing.T) {
 // every plan: no note that the bound is over tied plans follows it.
 func TestExplainCreditsTheWorkLP(t *testing.T) {
 	f := t.TempDir() + "/plan.json"
-	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f); code != 0 {
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "-o", f); code != 0 {
 		t.Fatalf("plan: %d %s", code, errs)
 	}
 	solverLine := func() (line, rest string) {
@@ -750,7 +751,7 @@ func TestPlanBoundLPs(t *testing.T) {
 	dir := t.TempDir()
 	read := func(args ...string) *plan.Plan {
 		f := filepath.Join(dir, "plan.json")
-		if code, _, errs := runCLI(append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--all-devices", "-o", f}, args...)...); code != 0 {
+		if code, _, errs := runCLI(append([]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "-o", f}, args...)...); code != 0 {
 			t.Fatalf("plan %v: %d %s", args, code, errs)
 		}
 		pl, err := plan.Read(f)
@@ -793,7 +794,7 @@ func TestPlanBoundLPs(t *testing.T) {
 // hap plan searches the devices too: mlp at its batch of 32 on paper-8
 // runs on one V100 (nothing crosses the 10 Gb/s network), the plan says
 // so, explain reports every set weighed and names the idle devices, and
-// simulate and verify run it on its device; --all-devices plans on all
+// simulate and verify run it on its device; --devices all plans on all
 // eight.
 func TestPlanSearchesDevices(t *testing.T) {
 	dir := t.TempDir()
@@ -812,7 +813,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 	code, out, errs = runCLI("explain", f)
 	for _, want := range []string{
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
-		"Devices searched (hap plan --all-devices plans on every device alone):",
+		"Devices searched (hap plan --devices all plans on every device alone):",
 		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  planned: step ",
 		"  ← the plan",
 		"not searched: no plan on it beats ",
@@ -829,11 +830,11 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") {
 		t.Errorf("verify: %d %s %s", code, errs, out)
 	}
-	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--all-devices", "-o", f)
+	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "all", "-o", f)
 	if code != 0 || !strings.Contains(out, "mlp on paper-8 (8 devices), hap: ") {
-		t.Fatalf("plan --all-devices: %d %s %s", code, errs, out)
+		t.Fatalf("plan --devices all: %d %s %s", code, errs, out)
 	}
 	if pl, err := plan.Read(f); err != nil || pl.Cluster.Use != nil || pl.Solver.DeviceSets != nil {
-		t.Errorf("plan --all-devices: %v, use %v, device sets %v: want every device and no search", err, pl.Cluster.Use, pl.Solver.DeviceSets)
+		t.Errorf("plan --devices all: %v, use %v, device sets %v: want every device and no search", err, pl.Cluster.Use, pl.Solver.DeviceSets)
 	}
 }
