@@ -108,23 +108,24 @@ type DeviceSet struct {
 	Chosen bool `json:"chosen,omitempty"`
 }
 
-// subsetTimeShare: under a time limit, the candidate sets searched share
-// 1/subsetTimeShare of it, after the whole cluster's search has had all
-// of it (a screen that passes nothing costs nothing, so the whole cluster
-// is not starved for sets that are rarely searched).
+// subsetTimeShare: under a time limit D, the whole cluster's search may
+// take all of D (a screen that passes nothing costs nothing, so the whole
+// cluster is not starved for sets rarely searched), and the sets searched
+// what it leaves of D and D/subsetTimeShare more.
 const subsetTimeShare = 4
 
-// minSubsetTime is the least time a set is searched for under a time
-// limit; with less left, the set is skipped (DeviceSetTimeLimit).
-const minSubsetTime = time.Second
+// minSubsetShare: under a time limit D, a set is searched only with at
+// least D/minSubsetShare left; otherwise it is skipped
+// (DeviceSetTimeLimit), since a search stopped that early proves little.
+const minSubsetShare = 16
 
 // SynthesizeOnDevices is Synthesize over the whole cluster and over the
 // sets of its devices that search weighs and the screen keeps (this file's
 // comment): the fastest plan found, on the devices it names
 // (ClusterRef.Use, absent when it is the whole cluster). The plan records
 // every set weighed (Solver.DeviceSets) when there was more than one. in
-// must name the whole cluster. A time limit bounds the whole cluster's
-// search and a quarter of it more the sets' (subsetTimeShare).
+// must name the whole cluster. Under a time limit D it takes at most
+// D·(1 + 1/subsetTimeShare) in all.
 func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
@@ -143,6 +144,10 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		all[d] = d
 	}
 	wholeSet := DeviceSet{Use: all, Summary: in.Cluster.Summary()}
+	var deadline time.Time
+	if opt.TimeLimit > 0 {
+		deadline = time.Now().Add(opt.TimeLimit + opt.TimeLimit/subsetTimeShare)
+	}
 	best, whyNot := Synthesize(ctx, in, opt)
 	switch {
 	case errors.Is(whyNot, solve.ErrNoPlan):
@@ -188,10 +193,6 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	}
 	slices.SortStableFunc(queue, func(a, b screened) int { return cmp.Compare(a.ideal.WorkBound, b.ideal.WorkBound) })
 
-	var deadline time.Time
-	if opt.TimeLimit > 0 {
-		deadline = time.Now().Add(opt.TimeLimit / subsetTimeShare)
-	}
 	for _, q := range queue {
 		set := q.set
 		switch {
@@ -199,7 +200,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			set.Outcome, set.NeedBytes, set.UsableBytes = DeviceSetMemory, q.ideal.Need, q.ideal.Usable
 		case best != nil && q.ideal.WorkBound >= best.Cost.StepSeconds:
 			set.Outcome, set.Bound = DeviceSetWorkBound, q.ideal.WorkBound
-		case opt.TimeLimit > 0 && time.Until(deadline) < minSubsetTime:
+		case opt.TimeLimit > 0 && time.Until(deadline) < opt.TimeLimit/minSubsetShare:
 			set.Outcome = DeviceSetTimeLimit
 		default:
 			incumbent := "none"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"hap/models"
 	"hap/solve"
@@ -284,4 +285,22 @@ func seq(lo, hi int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// Under a time limit the sets are searched with what the whole cluster's
+// search left of it, and a quarter more: the whole cluster's joint MILP
+// runs to the limit, and mlp on the fast-and-slow-node cluster still finds
+// the A100 machine in the second left.
+func TestDeviceSearchUnderATimeLimit(t *testing.T) {
+	in := deviceSearchInputs(t, "mlp", 0, "fast-and-slow-node")
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: 4 * time.Second}, DevicesMachines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pl.Cluster.Use, []int{0, 1}) {
+		t.Fatalf("plan on devices %v, want 0–1: sets %+v", pl.Cluster.Use, pl.Solver.DeviceSets)
+	}
+	if pl.Solver.StoppedBy == "node limit" {
+		t.Errorf("the set's search was bounded by nodes, not the time limit")
+	}
 }
