@@ -309,6 +309,11 @@ func runVerify(e *env, args []string) error {
 		}
 	} else {
 		fmt.Fprintf(e.stdout, "%s on %d CPU devices vs single device, %d steps, %s\n", pl.Model.Name, rep.Devices, rep.Steps, rep.DType)
+		if u := pl.Cluster.Use; u != nil {
+			// The device search left devices idle: say so, lest a
+			// one-device check pass for a distributed one.
+			fmt.Fprintf(e.stdout, "  the plan runs on %d of %s's %d devices (--devices all plans on all of them)\n", len(u), pl.Cluster.Name, pl.Cluster.Devices)
+		}
 		orderNote(e, rep.CommSwaps)
 		for _, r := range []struct {
 			name string

@@ -827,7 +827,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") {
 		t.Errorf("simulate: %d %s %s", code, errs, out)
 	}
-	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") {
+	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices") {
 		t.Errorf("verify: %d %s %s", code, errs, out)
 	}
 	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "all", "-o", f)
