@@ -30,13 +30,18 @@ import (
 
 // System names in rows.
 const (
-	SystemHAP       = "hap"
-	SystemPaper     = "hap-paper"
-	SystemDeepSpeed = "deepspeed"
-	SystemDPEV      = "dp-ev"
-	SystemDPCP      = "dp-cp"
-	SystemMegatron  = "megatron"
-	SystemZero3     = "zero3"
+	SystemHAP = "hap"
+	// SystemHAPDevices is hap plan's default: the synthesizer over the
+	// whole cluster and the machines and devices its device search weighs
+	// (plan.SynthesizeOnDevices); not in AllSystems, whose comparisons
+	// are between programs on every device, as the paper's are.
+	SystemHAPDevices = "hap-devices"
+	SystemPaper      = "hap-paper"
+	SystemDeepSpeed  = "deepspeed"
+	SystemDPEV       = "dp-ev"
+	SystemDPCP       = "dp-cp"
+	SystemMegatron   = "megatron"
+	SystemZero3      = "zero3"
 )
 
 // Row statuses other than the solver's.
@@ -86,6 +91,12 @@ type Row struct {
 	Gap float64 `json:"gap,omitempty"`
 	// Chosen names the baseline hap's synthesizer fell back to, if any.
 	Chosen string `json:"chosen,omitempty"`
+	// Uses says which devices a hap-devices plan runs on when not every
+	// one ("1 × V100-SXM2-16GB on 1 node (devices 0)"), and
+	// AllDevicesStep is then the step of the search's plan on every
+	// device (0 when it found none).
+	Uses           string  `json:"uses,omitempty"`
+	AllDevicesStep float64 `json:"all_devices_step_seconds,omitempty"`
 }
 
 // Options configure a run.
@@ -275,6 +286,30 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		r.StepSeconds = pl.Cost.StepSeconds
 		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
 		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
+		return r, nil
+	case SystemHAPDevices:
+		start := time.Now()
+		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper}
+		pl, err := plan.SynthesizeOnDevices(ctx, in, so, plan.DevicesMachines)
+		r.SynthSeconds = time.Since(start).Seconds() + earlier.paperSeconds
+		if errors.Is(err, solve.ErrNoPlan) {
+			r.Status = StatusNA + ": " + err.Error()
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		r.StepSeconds = pl.Cost.StepSeconds
+		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
+		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
+		for _, set := range pl.Solver.DeviceSets {
+			if set.Chosen && pl.Cluster.Use != nil {
+				r.Uses = set.Summary
+				if whole := pl.Solver.DeviceSets[0]; whole.Outcome == plan.DeviceSetPlanned {
+					r.AllDevicesStep = whole.StepSeconds
+				}
+			}
+		}
 		return r, nil
 	case SystemPaper:
 		start := time.Now()

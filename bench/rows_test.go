@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"hap/plan"
@@ -66,3 +67,19 @@ func TestHAPNeverSlower(t *testing.T) {
 
 // regressionTol absorbs float noise in comparing step times.
 const regressionTol = 1e-9
+
+// The hap-devices row is hap plan's default search: mlp at 32 on paper-8
+// runs on one V100, says so, and is faster than its plan on all eight.
+func TestHAPDevicesRow(t *testing.T) {
+	rows, err := RunCase(context.Background(), Case{Model: "mlp", Cluster: "paper-8", Batch: 32, Systems: []string{SystemDPEV, SystemHAPDevices}}, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[1]
+	if r.System != SystemHAPDevices || r.Uses != "1 × V100-SXM2-16GB on 1 node" || !(r.AllDevicesStep > r.StepSeconds) || !(r.SpeedupVsDPEV > 1) {
+		t.Fatalf("hap-devices row %+v: want it on one V100, faster than on every device and than dp-ev", r)
+	}
+	if md := Markdown("devices", rows); !strings.Contains(md, "on 1 × V100-SXM2-16GB on 1 node (every device: ") {
+		t.Errorf("the table does not say where the plan runs:\n%s", md)
+	}
+}

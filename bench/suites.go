@@ -11,10 +11,11 @@ const (
 	SuitePaper   = "paper"
 	SuiteModern  = "modern"
 	SuiteScaling = "scaling"
+	SuiteDevices = "devices"
 )
 
 // SuiteNames lists the suites.
-func SuiteNames() []string { return []string{SuitePaper, SuiteModern, SuiteScaling} }
+func SuiteNames() []string { return []string{SuitePaper, SuiteModern, SuiteScaling, SuiteDevices} }
 
 var (
 	paperModels   = []string{"vgg19", "vit", "bert-base", "bert-moe"}
@@ -29,7 +30,14 @@ var (
 	// scalingDevices sweeps bert-base over the paper clusters.
 	scalingDevicesModel = "bert-base"
 	scalingDevices      = []string{"paper-8", "paper-16", "paper-32", "paper-64"}
+	// devicesModels and devicesClusters are the device search's suite, at
+	// the zoo's batch (devicesBatch), where leaving devices idle pays.
+	devicesModels   = []string{"vgg19", "vit", "bert-base", "gpt2"}
+	devicesClusters = []string{"paper-8", "paper-16", "modern-24"}
 )
+
+// devicesBatch is the devices suite's global batch: the zoo's.
+const devicesBatch = 32
 
 // Suite returns a suite's cases.
 //
@@ -40,6 +48,9 @@ var (
 //     32 × GPUs.
 //   - scaling: synthesis time of ViT with 4–48 layers on paper-16, and of
 //     bert-base on 8–64 GPUs; dp-ev, hap-paper and hap.
+//   - devices: the device search (hap plan's default, hap-devices) at the
+//     zoo's batch of 32 on paper-8, paper-16 and modern-24, beside dp-ev
+//     and dp-cp on every device.
 func Suite(name string) ([]Case, error) {
 	var cases []Case
 	switch name {
@@ -82,6 +93,12 @@ func Suite(name string) ([]Case, error) {
 				return nil, err
 			}
 			cases = append(cases, Case{Model: scalingDevicesModel, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: sys})
+		}
+	case SuiteDevices:
+		for _, m := range devicesModels {
+			for _, c := range devicesClusters {
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: devicesBatch, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
+			}
 		}
 	default:
 		return nil, fmt.Errorf("%w %q (want one of %v)", ErrUnknownSuite, name, SuiteNames())

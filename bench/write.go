@@ -43,6 +43,12 @@ func Markdown(title string, rows []Row) string {
 		if r.Chosen != "" {
 			status += " (= " + r.Chosen + ")"
 		}
+		if r.Uses != "" {
+			status += " on " + r.Uses
+			if r.AllDevicesStep > 0 {
+				status += fmt.Sprintf(" (every device: %.4g s)", r.AllDevicesStep)
+			}
+		}
 		status = strings.ReplaceAll(status, "|", "/")
 		if r.StepSeconds == 0 {
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
