@@ -266,33 +266,23 @@ type earlierRows struct {
 func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, earlier *earlierRows) (Row, error) {
 	r := Row{System: sys}
 	switch sys {
-	case SystemHAP:
+	case SystemHAP, SystemHAPDevices:
 		// hap's synthesizer runs the paper's search as one of its
 		// candidates; when this case has already run it (the hap-paper
 		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
 		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper}
-		pl, err := plan.Synthesize(ctx, in, so)
+		var pl *plan.Plan
+		var err error
+		if sys == SystemHAP {
+			pl, err = plan.Synthesize(ctx, in, so)
+		} else {
+			pl, err = plan.SynthesizeOnDevices(ctx, in, so, plan.DevicesMachines)
+		}
 		r.SynthSeconds = time.Since(start).Seconds()
 		r.SynthSeconds += earlier.paperSeconds
 		if errors.Is(err, solve.ErrNoPlan) {
 			// Reported in the row (and its reason), not a failed run.
-			r.Status = StatusNA + ": " + err.Error()
-			return r, nil
-		}
-		if err != nil {
-			return r, err
-		}
-		r.StepSeconds = pl.Cost.StepSeconds
-		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
-		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
-		return r, nil
-	case SystemHAPDevices:
-		start := time.Now()
-		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper}
-		pl, err := plan.SynthesizeOnDevices(ctx, in, so, plan.DevicesMachines)
-		r.SynthSeconds = time.Since(start).Seconds() + earlier.paperSeconds
-		if errors.Is(err, solve.ErrNoPlan) {
 			r.Status = StatusNA + ": " + err.Error()
 			return r, nil
 		}

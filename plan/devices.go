@@ -207,7 +207,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			if best != nil {
 				incumbent = secs(best.Cost.StepSeconds)
 			}
-			say("%s (devices %s): work bound %s, below the best plan's %s: searching it", set.Summary, deviceList(set.Use), secs(q.ideal.WorkBound), incumbent)
+			say("%s (devices %s): work bound %s, below the best plan's %s: searching it", set.Summary, DeviceList(set.Use), secs(q.ideal.WorkBound), incumbent)
 			sub := opt
 			sub.Paper, sub.Simulated = nil, nil // the whole cluster's
 			if opt.TimeLimit > 0 {
@@ -238,7 +238,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		best.Solver.Seconds = seconds
 	}
 	if chosen != 0 {
-		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, deviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets[0]))
+		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, DeviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets[0]))
 	}
 	return best, nil
 }
@@ -320,8 +320,9 @@ func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
 	return out
 }
 
-// deviceList writes device indices compactly: "0", "0–1", "0–3, 8".
-func deviceList(use []int) string {
+// DeviceList writes device indices compactly, as plans and reports name
+// sets of devices: "0", "0–1", "0–3, 8".
+func DeviceList(use []int) string {
 	s := ""
 	for i := 0; i < len(use); {
 		j := i

@@ -59,7 +59,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if use := pl.Cluster.Use; use != nil {
 		clusterDevice = func(d int) int { return use[d] }
 		fmt.Fprintf(w, "%s (%s params) on %s: runs on %d of its %s, %s (devices %s), the other %d left idle\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name,
-			len(use), plural(pl.Cluster.Devices, "device"), in.Cluster.Summary(), deviceRanges(use), pl.Cluster.Devices-len(use))
+			len(use), plural(pl.Cluster.Devices, "device"), in.Cluster.Summary(), plan.DeviceList(use), pl.Cluster.Devices-len(use))
 	} else {
 		fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
 	}
@@ -266,7 +266,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		if s.Chosen {
 			mark = "  ← the plan"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", deviceRanges(s.Use), s.Summary, deviceSetOutcome(s, pl.Cost.StepSeconds), mark)
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, deviceSetOutcome(s, pl.Cost.StepSeconds), mark)
 	}
 	tw.Flush()
 }
@@ -287,24 +287,6 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 		return "not searched: the time limit was spent"
 	}
 	return s.Outcome
-}
-
-// deviceRanges writes device indices compactly: "0", "0–1", "0–3, 8".
-func deviceRanges(use []int) string {
-	var parts []string
-	for i := 0; i < len(use); {
-		j := i
-		for j+1 < len(use) && use[j+1] == use[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d–%d", use[i], use[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(use[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
 }
 
 // collectiveCosts estimates communication instruction i of p and, for an
