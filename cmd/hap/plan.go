@@ -440,6 +440,14 @@ func runSimulate(e *env, args []string) error {
 		}
 		return writeJSON(e, res)
 	}
+	if u := pl.Cluster.Use; u != nil {
+		// The simulator numbers the plan's devices; say which they are.
+		numbered := fmt.Sprintf("0–%d", len(u)-1)
+		if len(u) == 1 {
+			numbered = "0"
+		}
+		fmt.Fprintf(e.stdout, "the plan runs on %d of %s's %d devices: %s, numbered %s below and in the trace\n", len(u), pl.Cluster.Name, pl.Cluster.Devices, plan.DeviceList(u), numbered)
+	}
 	if err := res.WriteSummary(e.stdout); err != nil {
 		return err
 	}

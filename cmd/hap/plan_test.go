@@ -824,7 +824,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
 		}
 	}
-	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") {
+	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
 		t.Errorf("simulate: %d %s %s", code, errs, out)
 	}
 	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices") {
