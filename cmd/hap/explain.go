@@ -89,6 +89,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			// tied point of the same cost.
 			fmt.Fprintf(w, "  %s\n", tiesNote(ties))
 		}
+		if pl.Cluster.Use == nil && len(s.DeviceSets) == 0 && pl.Cluster.Devices > 1 {
+			// Planned with --devices all (or before the device search):
+			// the bound says nothing of plans that leave devices idle.
+			fmt.Fprintf(w, "  the bound holds over plans on all %d devices; one on fewer may be faster (hap plan without --devices all weighs single machines and devices)\n", pl.Cluster.Devices)
+		}
 	}
 	explainDeviceSets(w, pl)
 
