@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"hap/cluster"
@@ -256,23 +257,25 @@ func wholeStep(s DeviceSet) string {
 // device, count, links and overrides), in the order the cluster file first
 // names it: one device of its first machine and that machine whole; under
 // DevicesKinds then every machine of each kind, and the cluster less each
-// kind. Sets equal to the whole cluster, or to one listed before, are left
-// out; a one-device cluster has none, and DevicesAll none.
+// kind. The whole cluster is left out, and so is a set alike to one listed
+// before (setShape: one V100 of a machine of seven is one V100 of a
+// machine of one); a one-device cluster has none, and DevicesAll none.
 func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
 	if search == DevicesAll {
 		return nil
 	}
 	n := c.NumDevices()
 	var out [][]int
+	var seen []string // the sets' shapes (setShape)
 	add := func(use []int) {
 		if len(use) == 0 || len(use) == n {
 			return
 		}
-		for _, u := range out {
-			if slices.Equal(u, use) {
-				return
-			}
+		shape := setShape(c, use)
+		if slices.Contains(seen, shape) {
+			return
 		}
+		seen = append(seen, shape)
 		out = append(out, use)
 	}
 	// kindOf[i] is node i's kind, an index into kinds; devs[i] its devices.
@@ -318,6 +321,35 @@ func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
 		}
 	}
 	return out
+}
+
+// setShape describes the cluster a set of c's devices makes, up to what
+// no plan can tell apart: machine names, and the links of machines left
+// with one device. Sets of one shape plan alike.
+func setShape(c *cluster.Cluster, use []int) string {
+	kept := make([]int, len(c.Nodes))
+	for _, d := range c.Devices() {
+		if slices.Contains(use, d.Index) {
+			kept[d.Node]++
+		}
+	}
+	var b strings.Builder
+	machines := 0
+	for i, nd := range c.Nodes {
+		if kept[i] == 0 {
+			continue
+		}
+		machines++
+		nd.Name, nd.Count = "", kept[i]
+		if nd.Count == 1 {
+			nd.Intra = cluster.Link{}
+		}
+		fmt.Fprintf(&b, "%+v;", nd)
+	}
+	if machines > 1 {
+		fmt.Fprintf(&b, "%+v", c.Inter)
+	}
+	return b.String()
 }
 
 // DeviceList writes device indices compactly, as plans and reports name

@@ -267,6 +267,9 @@ func TestDeviceCandidates(t *testing.T) {
 		{"paper-16", DevicesKinds, [][]int{{0}, {0, 1}, {4}, {4, 5}, {0, 1, 2, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}},
 		{"modern-24", DevicesKinds, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(8, 24), append(seq(0, 8), seq(16, 24)...), seq(0, 16)}},
 		{"a100-8", DevicesKinds, [][]int{{0}}},
+		// Machines of 7 and 1 V100s, and of 3, 8, 1, 6, 1 and 2 P100s:
+		// one set per machine size, one device per GPU.
+		{"paper-29", DevicesMachines, [][]int{{0}, seq(0, 7), {8}, seq(8, 11), seq(11, 19), seq(20, 26), {27, 28}}},
 	} {
 		in, err := LoadInputs("mlp-tiny", models.Options{}, c.cluster)
 		if err != nil {
