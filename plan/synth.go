@@ -140,7 +140,11 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			fmt.Fprintf(opt.Progress, "hap plan: "+format+"\n", args...)
 		}
 	}
-	say("encoding %s (%d ops) for %d devices", in.Graph.Name, len(in.Graph.Ops), in.Cluster.NumDevices())
+	devices := fmt.Sprintf("%d devices", in.Cluster.NumDevices())
+	if in.Cluster.NumDevices() == 1 {
+		devices = "1 device"
+	}
+	say("encoding %s (%d ops) for %s", in.Graph.Name, len(in.Graph.Ops), devices)
 	// The hand-written strategies seed the search and stay in the running:
 	// the plan returned is the one the simulator finds fastest.
 	baselines := map[string]*encode.Program{}
