@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,12 +118,37 @@ func TestDeviceSearch(t *testing.T) {
 		// six devices 2.789 ms, one A100 machine's work bound 4.451 ms).
 		{"mlp", 8192, "two-kinds", DevicesKinds, []int{0, 1, 2, 3}, []string{DeviceSetWorkBound}},
 	}
+	// The golden file shows every set each search weighed and what became
+	// of it (go test ./plan -run TestDeviceSearch -update rewrites it).
+	var golden strings.Builder
 	for _, c := range cases {
 		t.Run(c.model+"/"+c.cluster, func(t *testing.T) {
 			in := deviceSearchInputs(t, c.model, c.batch, c.cluster)
 			pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, c.search)
 			if err != nil {
 				t.Fatal(err)
+			}
+			batch := "the zoo's batch"
+			if c.batch > 0 {
+				batch = fmt.Sprintf("batch %d", c.batch)
+			}
+			fmt.Fprintf(&golden, "%s at %s on %s, --devices %s:\n", c.model, batch, c.cluster, c.search)
+			for _, s := range pl.Solver.DeviceSets {
+				var what string
+				switch s.Outcome {
+				case DeviceSetPlanned:
+					what = fmt.Sprintf("planned: step %.6g s, bound %.6g s", s.StepSeconds, s.Bound)
+				case DeviceSetWorkBound:
+					what = fmt.Sprintf("skipped: work bound %.6g s", s.Bound)
+				case DeviceSetMemory:
+					what = fmt.Sprintf("skipped: needs %.4g MB, can use %.4g MB", s.NeedBytes/1e6, s.UsableBytes/1e6)
+				default:
+					what = s.Outcome
+				}
+				if s.Chosen {
+					what += "  <- the plan"
+				}
+				fmt.Fprintf(&golden, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
 			}
 			if !slices.Equal(pl.Cluster.Use, c.use) {
 				t.Fatalf("plan runs on devices %v, want %v", pl.Cluster.Use, c.use)
@@ -217,6 +245,30 @@ func TestDeviceSearch(t *testing.T) {
 				t.Errorf("two searches gave different plan bytes")
 			}
 		})
+	}
+	compareGolden(t, "device_search.golden", []byte(golden.String()))
+}
+
+// update rewrites the golden files under testdata/.
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// compareGolden checks got against testdata/name, or rewrites it under
+// -update.
+func compareGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (run go test -update to accept):\n%s", name, got)
 	}
 }
 
