@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,36 @@ const (
 	// several, and the cluster less each kind.
 	DevicesKinds DeviceSearch = "kinds"
 )
+
+// ParseDeviceList reads a list of device indices as DeviceList writes it
+// ("0–3, 8"; "0-3,8" too), for hap plan --devices LIST, which plans on
+// exactly those devices. The list is returned as read: Inputs.OnDevices
+// checks it against the cluster.
+func ParseDeviceList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(strings.ReplaceAll(s, "–", "-"), ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			return nil, fmt.Errorf("devices %q: %q is not a device index or a range of them (like 0-3)", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
+				return nil, fmt.Errorf("devices %q: %q is not a range of device indices (like 0-3)", s, part)
+			}
+		}
+		if a < 0 || b-a >= cluster.MaxDevices || len(out)+b-a >= cluster.MaxDevices {
+			// No cluster has that many: refuse before allocating them.
+			return nil, fmt.Errorf("devices %q: more than %d devices, or a negative one", s, cluster.MaxDevices)
+		}
+		for d := a; d <= b; d++ {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
 
 // ParseDeviceSearch reads hap plan --devices.
 func ParseDeviceSearch(s string) (DeviceSearch, error) {

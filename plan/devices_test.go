@@ -359,3 +359,35 @@ func TestDeviceSearchUnderATimeLimit(t *testing.T) {
 		t.Errorf("the set's search was bounded by nodes, not the time limit")
 	}
 }
+
+// ParseDeviceList reads back what DeviceList writes, and the plain
+// hyphen a user types.
+func TestParseDeviceList(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+		err  string
+	}{
+		{"0", []int{0}, ""},
+		{"0-3,8", []int{0, 1, 2, 3, 8}, ""},
+		{DeviceList([]int{0, 1, 2, 5, 7, 8}), []int{0, 1, 2, 5, 7, 8}, ""},
+		{" 4 - 5 , 9", []int{4, 5, 9}, ""},
+		{"", nil, `"" is not a device index`},
+		{"3-1", nil, `"3-1" is not a range`},
+		{"a", nil, `"a" is not a device index`},
+		{"0,,1", nil, `"" is not a device index`},
+		{"0-2000000000", nil, "more than"},
+		{"-1", nil, `"-1" is not a device index`},
+	} {
+		got, err := ParseDeviceList(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseDeviceList(%q) = %v, %v; want an error containing %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("ParseDeviceList(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"hap/cluster"
 	"hap/models"
 	"hap/strategy"
 )
@@ -82,4 +84,34 @@ func TestResolveRejectsDeviceCount(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1073741824 devices; it has 8") {
 		t.Fatalf("Resolve: %v, want the device counts named", err)
 	}
+}
+
+// FuzzParseDeviceList feeds hap plan --devices lists through the parser:
+// never a panic or a huge allocation, never a negative device, and a list
+// in increasing order reads back from how DeviceList writes it.
+func FuzzParseDeviceList(f *testing.F) {
+	for _, s := range []string{"0", "0-3,8", "0–3, 8", " 4 - 5 , 9", "3-1", "0-99999999999", "-1", ",", "1-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		use, err := ParseDeviceList(s)
+		if err != nil {
+			return
+		}
+		if len(use) > cluster.MaxDevices {
+			t.Fatalf("%q: %d devices", s, len(use))
+		}
+		for i, d := range use {
+			if d < 0 {
+				t.Fatalf("%q: device %d", s, d)
+			}
+			if i > 0 && d <= use[i-1] {
+				return // not increasing: no round trip to check
+			}
+		}
+		back, err := ParseDeviceList(DeviceList(use))
+		if err != nil || !slices.Equal(back, use) {
+			t.Fatalf("%q: %v written %q read back %v, %v", s, use, DeviceList(use), back, err)
+		}
+	})
 }

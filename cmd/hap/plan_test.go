@@ -107,6 +107,9 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--devices", "all"}, 2, "--devices shape the synthesizer's search"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines or kinds`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "0-x"}, 2, `--devices "0-x": "0-x" is not a range of device indices (like 0-3)`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "1"}, 2, "--devices 1: device 1 is GPU 1 of node"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "0-16"}, 2, "--devices 0-16: device 16: the cluster has devices 0–15"},
 		{[]string{"simulate", bad, "--search-order", "--order-window", "0"}, 2, "at least 1"},
 		{[]string{"explain", bad}, 1, "schema"},
 		{[]string{"verify", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--dtype", "int64"}, 2, "--dtype"},
@@ -804,10 +807,11 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "mlp on paper-8 (1 of 8 devices), hap: ") {
 		t.Fatalf("plan: %d %s %s", code, errs, out)
 	}
-	pl, err := plan.Read(f)
+	searched, err := plan.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pl := searched
 	if len(pl.Cluster.Use) != 1 || pl.Cluster.Use[0] != 0 || len(pl.Cost.PerDevice) != 1 {
 		t.Fatalf("plan runs on %v with %d devices' costs, want device 0 alone", pl.Cluster.Use, len(pl.Cost.PerDevice))
 	}
@@ -830,6 +834,14 @@ func TestPlanSearchesDevices(t *testing.T) {
 	}
 	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices") {
 		t.Errorf("verify: %d %s %s", code, errs, out)
+	}
+	// A list plans on exactly those devices: here the search's own choice.
+	list := filepath.Join(dir, "list.json")
+	if code, out, errs := runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "0", "-o", list); code != 0 || !strings.Contains(out, "(1 of 8 devices)") {
+		t.Fatalf("plan --devices 0: %d %s %s", code, errs, out)
+	}
+	if pl, err := plan.Read(list); err != nil || len(pl.Cluster.Use) != 1 || pl.Solver.DeviceSets != nil || pl.Cost.StepSeconds != searched.Cost.StepSeconds {
+		t.Errorf("plan --devices 0: %v: use %v, sets %v, step %g: want device 0 alone, no search, the search's step %g", err, pl.Cluster.Use, pl.Solver.DeviceSets, pl.Cost.StepSeconds, searched.Cost.StepSeconds)
 	}
 	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "all", "-o", f)
 	if code != 0 || !strings.Contains(out, "mlp on paper-8 (8 devices), hap: ") {
