@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"hap/internal/golden"
 )
 
 func TestBuiltinsValidAndSized(t *testing.T) {
@@ -103,7 +105,7 @@ func TestFormatClustersGolden(t *testing.T) {
 	if err := FormatClusters(&b, Builtins()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "clusters.golden", b.Bytes())
+	golden.Compare(t, "clusters.golden", b.Bytes(), *update)
 }
 
 func equalClusters(a, b *Cluster) bool {

@@ -3,32 +3,13 @@ package cluster
 import (
 	"bytes"
 	"flag"
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
+
+	"hap/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-// golden compares got with testdata/name, rewriting it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file (run go test -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func TestCatalogHasRequiredDevices(t *testing.T) {
 	for _, name := range []string{
@@ -115,5 +96,5 @@ func TestFormatCatalogGolden(t *testing.T) {
 	if err := FormatCatalog(&b, Catalog()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "catalog.golden", b.Bytes())
+	golden.Compare(t, "catalog.golden", b.Bytes(), *update)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"hap/internal/golden"
 	"hap/models"
 	"hap/solve"
 )
@@ -120,7 +121,7 @@ func TestDeviceSearch(t *testing.T) {
 	}
 	// The golden file shows every set each search weighed and what became
 	// of it (go test ./plan -run TestDeviceSearch -update rewrites it).
-	var golden strings.Builder
+	var table strings.Builder
 	for _, c := range cases {
 		t.Run(c.model+"/"+c.cluster, func(t *testing.T) {
 			in := deviceSearchInputs(t, c.model, c.batch, c.cluster)
@@ -132,7 +133,7 @@ func TestDeviceSearch(t *testing.T) {
 			if c.batch > 0 {
 				batch = fmt.Sprintf("batch %d", c.batch)
 			}
-			fmt.Fprintf(&golden, "%s at %s on %s, --devices %s:\n", c.model, batch, c.cluster, c.search)
+			fmt.Fprintf(&table, "%s at %s on %s, --devices %s:\n", c.model, batch, c.cluster, c.search)
 			for _, s := range pl.Solver.DeviceSets {
 				var what string
 				switch s.Outcome {
@@ -148,7 +149,7 @@ func TestDeviceSearch(t *testing.T) {
 				if s.Chosen {
 					what += "  <- the plan"
 				}
-				fmt.Fprintf(&golden, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
+				fmt.Fprintf(&table, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
 			}
 			if !slices.Equal(pl.Cluster.Use, c.use) {
 				t.Fatalf("plan runs on devices %v, want %v", pl.Cluster.Use, c.use)
@@ -246,31 +247,11 @@ func TestDeviceSearch(t *testing.T) {
 			}
 		})
 	}
-	compareGolden(t, "device_search.golden", []byte(golden.String()))
+	golden.Compare(t, "device_search.golden", []byte(table.String()), *update)
 }
 
 // update rewrites the golden files under testdata/.
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-// compareGolden checks got against testdata/name, or rewrites it under
-// -update.
-func compareGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file (run go test -update to accept):\n%s", name, got)
-	}
-}
 
 // TestPlanOnDevicesRejectsBadDeviceLists checks that a plan document
 // whose cluster.use no plan could run on is one clear error.

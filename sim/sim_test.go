@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/internal/golden"
 	"hap/lower"
 )
 
@@ -276,26 +275,8 @@ func TestTraceGoldenAndDeterministic(t *testing.T) {
 	if complete != 12 || meta != 8*6 {
 		t.Errorf("%d complete and %d metadata events, want 12 and 48", complete, meta)
 	}
-	compareGolden(t, "trace.golden.json", trace)
-	compareGolden(t, "summary.golden.txt", summary)
-}
-
-func compareGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file (run go test -update to accept):\n%s", name, got)
-	}
+	golden.Compare(t, "trace.golden.json", trace, *update)
+	golden.Compare(t, "summary.golden.txt", summary, *update)
 }
 
 // BenchmarkRunDataParallel: 64 devices (paper-64), 4000 instructions each, an all-reduce after every
