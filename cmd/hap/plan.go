@@ -46,7 +46,8 @@ type modelFlags struct {
 	// plan --bound-lps.
 	boundLPs int
 	// devices says which sets of devices the synthesizer weighs
-	// (plan.SynthesizeOnDevices): all, machines or kinds.
+	// (plan.SynthesizeOnDevices): all, machines or kinds; or lists the
+	// devices to plan on (plan.ParseDeviceList).
 	devices string
 }
 
@@ -111,6 +112,9 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 			narrowed, err := in.OnDevices(use)
 			if err != nil {
 				return nil, usageErr("--devices %s: %v", d, err)
+			}
+			if len(use) == in.Cluster.NumDevices() {
+				narrowed = in // every device, listed: the plan names none
 			}
 			return plan.Synthesize(context.Background(), narrowed, opt)
 		}

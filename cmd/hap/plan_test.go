@@ -843,6 +843,13 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if pl, err := plan.Read(list); err != nil || len(pl.Cluster.Use) != 1 || pl.Solver.DeviceSets != nil || pl.Cost.StepSeconds != searched.Cost.StepSeconds {
 		t.Errorf("plan --devices 0: %v: use %v, sets %v, step %g: want device 0 alone, no search, the search's step %g", err, pl.Cluster.Use, pl.Solver.DeviceSets, pl.Cost.StepSeconds, searched.Cost.StepSeconds)
 	}
+	// Every device, listed, is the plan on every device.
+	if code, out, errs := runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "0-7", "-o", list); code != 0 || !strings.Contains(out, "(8 devices)") {
+		t.Fatalf("plan --devices 0-7: %d %s %s", code, errs, out)
+	}
+	if pl, err := plan.Read(list); err != nil || pl.Cluster.Use != nil {
+		t.Errorf("plan --devices 0-7: %v, use %v: want none", err, pl.Cluster.Use)
+	}
 	code, out, errs = runCLI("plan", "--model", "mlp", "--cluster", "paper-8", "--devices", "all", "-o", f)
 	if code != 0 || !strings.Contains(out, "mlp on paper-8 (8 devices), hap: ") {
 		t.Fatalf("plan --devices all: %d %s %s", code, errs, out)
