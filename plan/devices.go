@@ -203,6 +203,10 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		set   DeviceSet
 		ideal solve.Ideal
 	}
+	fraction := opt.MemoryFraction
+	if fraction == 0 {
+		fraction = encode.DefaultMemoryFraction
+	}
 	var queue []screened
 	for _, use := range cands {
 		sub, err := in.OnDevices(use)
@@ -212,10 +216,6 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		m, err := cost.New(sub.Cluster, cost.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("device search: devices %v: %w", use, err)
-		}
-		fraction := opt.MemoryFraction
-		if fraction == 0 {
-			fraction = encode.DefaultMemoryFraction
 		}
 		ideal, err := solve.IdealFor(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, MemoryFraction: fraction})
 		if err != nil {

@@ -166,17 +166,15 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	if len(merged) < len(rows) {
 		fmt.Fprintf(w, "; %d collectives, identical layers' on one row (--each-layer lists them one by one)", len(rows))
 	}
-	if len(rows) == 0 {
-		fmt.Fprintln(w, ": none, every tensor is made where and as its readers read it")
-	} else {
-		fmt.Fprintln(w, ":")
-	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	if len(rows) == 0 {
-		// No table.
-	} else if p.Mesh != nil {
+	switch {
+	case len(rows) == 0:
+		fmt.Fprintln(w, ": none, every tensor is made where and as its readers read it")
+	case p.Mesh != nil:
+		fmt.Fprintln(w, ":")
 		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
-	} else {
+	default:
+		fmt.Fprintln(w, ":")
 		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
 	}
 	for _, r := range merged {
