@@ -269,9 +269,18 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		if s.Chosen {
 			mark = "  ← the plan"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, deviceSetOutcome(s, pl.Cost.StepSeconds), mark)
+		outcome := deviceSetOutcome(s, pl.Cost.StepSeconds)
+		if s.Chosen && pl.CommOrder != nil && s.StepSeconds != pl.Cost.StepSeconds {
+			// The sets were compared in list order; --search-order then
+			// reordered (or --order-rounds replaced) the chosen set's plan.
+			outcome += fmt.Sprintf(" in list order; %s in the order searched", durationIn(pl.Cost.StepSeconds, pl.Cost.StepSeconds))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
 	tw.Flush()
+	if pl.CommOrder != nil {
+		fmt.Fprintf(w, "  (the sets were compared by their steps in list order; the order search ran on the chosen set alone)\n")
+	}
 }
 
 // deviceSetOutcome says what the device search found for set s.

@@ -829,6 +829,19 @@ func TestPlanSearchesDevices(t *testing.T) {
 			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
 		}
 	}
+	// After --search-order the chosen set's plan has another step than the
+	// one the sets were compared by: the table says which is which.
+	reordered := *searched
+	reordered.CommOrder = &plan.OrderDoc{Status: "improved"}
+	reordered.Cost.StepSeconds *= 0.5
+	var table strings.Builder
+	explainDeviceSets(&table, &reordered)
+	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
+		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
+	}
+	if testing.Verbose() {
+		t.Log(table.String())
+	}
 	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
 		t.Errorf("simulate: %d %s %s", code, errs, out)
 	}
