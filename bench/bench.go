@@ -277,7 +277,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		if sys == SystemHAP {
 			pl, err = plan.Synthesize(ctx, in, so)
 		} else {
-			pl, err = plan.SynthesizeOnDevices(ctx, in, so, plan.DevicesMachines)
+			pl, err = plan.SynthesizeOnDevices(ctx, in, so, plan.DevicesTypes)
 		}
 		r.SynthSeconds = time.Since(start).Seconds()
 		r.SynthSeconds += earlier.paperSeconds

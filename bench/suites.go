@@ -34,6 +34,10 @@ var (
 	// the zoo's batch (devicesBatch), where leaving devices idle pays.
 	devicesModels   = []string{"vgg19", "vit", "bert-base", "gpt2"}
 	devicesClusters = []string{"paper-8", "paper-16", "modern-24"}
+	// devicesPaperClusters: the device search at the paper suite's
+	// batches too, on its clusters of one layout per size (paper-29, of
+	// six kinds of machine, takes minutes).
+	devicesPaperClusters = []string{"paper-8", "paper-16", "paper-32", "paper-64"}
 )
 
 // devicesBatch is the devices suite's global batch: the zoo's.
@@ -49,8 +53,9 @@ const devicesBatch = 32
 //   - scaling: synthesis time of ViT with 4–48 layers on paper-16, and of
 //     bert-base on 8–64 GPUs; dp-ev, hap-paper and hap.
 //   - devices: the device search (hap plan's default, hap-devices) at the
-//     zoo's batch of 32 on paper-8, paper-16 and modern-24, beside dp-ev
-//     and dp-cp on every device.
+//     zoo's batch of 32 on paper-8, paper-16 and modern-24, and at the
+//     paper suite's batches (32 × GPUs) for its models on paper-8 to
+//     paper-64, beside dp-ev and dp-cp on every device.
 func Suite(name string) ([]Case, error) {
 	var cases []Case
 	switch name {
@@ -98,6 +103,15 @@ func Suite(name string) ([]Case, error) {
 		for _, m := range devicesModels {
 			for _, c := range devicesClusters {
 				cases = append(cases, Case{Model: m, Cluster: c, Batch: devicesBatch, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
+			}
+		}
+		for _, m := range paperModels {
+			for _, c := range devicesPaperClusters {
+				n, err := devices(c)
+				if err != nil {
+					return nil, err
+				}
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
 			}
 		}
 	default:

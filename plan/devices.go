@@ -40,14 +40,28 @@ import (
 // free. It holds for every plan on the set, so a skipped set is proven no
 // faster; the sets planned get the search a whole cluster gets.
 //
-// By default (DevicesMachines) the candidates are single machines and
-// single devices: the sets that leave the network (or every link) out,
-// where the gains are largest, and whose searches are small. Sets that
-// span several machines — every machine of one kind, the cluster less one
-// kind — are candidates only when asked for (DevicesKinds): their work
-// bound is far below their plans (their communication decides the step),
-// so the screen passes most of them, and each costs a search as large as
-// the whole cluster's.
+// The candidates, widest search last (each includes the one before):
+//
+//   - DevicesMachines: single machines and single devices, the sets that
+//     leave the network (or every link) out, where the gains are largest
+//     and the searches small.
+//   - DevicesTypes (the default): also every machine of one GPU type, and
+//     the machines of the fastest types together (the cluster less its
+//     slowest GPUs). Where the network is slow the slow GPUs' share of
+//     the work costs more in collectives than it saves in compute, and a
+//     machine alone cannot hold, or is slower than, what several of the
+//     fast ones run (ViT on paper-16 at batch 512: 0.391 s on its four
+//     V100s, two machines, against 0.567 s on all sixteen GPUs). A
+//     cluster has few GPU types, so this adds a search or two, each as
+//     large as the whole cluster's at most.
+//   - DevicesKinds: also every machine of one kind of machine (GPU type,
+//     count, links and overrides), and the cluster less one kind. On a
+//     cluster of many kinds of machine (paper-29 has six) that is a
+//     search per kind, nearly all of them of sets nearly the whole
+//     cluster, whose plans rarely beat it by much.
+//
+// The multi-machine sets' work bounds are far below their plans (their
+// communication decides the step), so the screen passes most of them.
 
 // DeviceSearch says which sets of devices SynthesizeOnDevices weighs.
 type DeviceSearch string
@@ -56,12 +70,21 @@ const (
 	// DevicesAll plans on every device alone, as the HAP paper does.
 	DevicesAll DeviceSearch = "all"
 	// DevicesMachines also weighs, for each kind of machine, its first
-	// machine and one device of it (the default).
+	// machine and one device of it.
 	DevicesMachines DeviceSearch = "machines"
-	// DevicesKinds also weighs every machine of each kind that has
-	// several, and the cluster less each kind.
+	// DevicesTypes also weighs every machine of each GPU type, and the
+	// machines of the fastest k types for each k short of all (the
+	// default).
+	DevicesTypes DeviceSearch = "types"
+	// DevicesKinds also weighs every machine of each kind of machine that
+	// has several, and the cluster less each kind.
 	DevicesKinds DeviceSearch = "kinds"
 )
+
+// DeviceSearches lists the device searches, narrowest first.
+func DeviceSearches() []DeviceSearch {
+	return []DeviceSearch{DevicesAll, DevicesMachines, DevicesTypes, DevicesKinds}
+}
 
 // ParseDeviceList reads a list of device indices as DeviceList writes it
 // ("0–3, 8"; "0-3,8" too), for hap plan --devices LIST, which plans on
@@ -95,11 +118,10 @@ func ParseDeviceList(s string) ([]int, error) {
 
 // ParseDeviceSearch reads hap plan --devices.
 func ParseDeviceSearch(s string) (DeviceSearch, error) {
-	switch d := DeviceSearch(s); d {
-	case DevicesAll, DevicesMachines, DevicesKinds:
+	if d := DeviceSearch(s); slices.Contains(DeviceSearches(), d) {
 		return d, nil
 	}
-	return "", fmt.Errorf("devices %q: want %s, %s or %s", s, DevicesAll, DevicesMachines, DevicesKinds)
+	return "", fmt.Errorf("devices %q: want %s, %s, %s or %s, or a list of devices (like 0-3,8)", s, DevicesAll, DevicesMachines, DevicesTypes, DevicesKinds)
 }
 
 // Device set outcomes (DeviceSet.Outcome).
@@ -162,7 +184,44 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
 	}
-	cands := deviceCandidates(in.Cluster, search)
+	// One device of each GPU type, for the types' ranking: its work bound
+	// is how long the model takes on that GPU.
+	var typeTimes []float64
+	fraction := opt.MemoryFraction
+	if fraction == 0 {
+		fraction = encode.DefaultMemoryFraction
+	}
+	ideals := map[string]solve.Ideal{} // by DeviceList: each set's screen once
+	idealOn := func(use []int) (*Inputs, solve.Ideal, error) {
+		sub, err := in.OnDevices(use)
+		if err != nil {
+			return nil, solve.Ideal{}, fmt.Errorf("device search: %w", err)
+		}
+		key := DeviceList(use)
+		if ideal, ok := ideals[key]; ok {
+			return sub, ideal, nil
+		}
+		m, err := cost.New(sub.Cluster, cost.Options{})
+		if err != nil {
+			return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
+		}
+		ideal, err := solve.IdealFor(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, MemoryFraction: fraction})
+		if err != nil {
+			return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
+		}
+		ideals[key] = ideal
+		return sub, ideal, nil
+	}
+	if search == DevicesTypes || search == DevicesKinds {
+		for _, d := range typeDevices(in.Cluster) {
+			_, ideal, err := idealOn([]int{d})
+			if err != nil {
+				return nil, err
+			}
+			typeTimes = append(typeTimes, ideal.WorkBound)
+		}
+	}
+	cands := deviceCandidates(in.Cluster, search, typeTimes)
 	if len(cands) == 0 {
 		return Synthesize(ctx, in, opt)
 	}
@@ -203,23 +262,11 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		set   DeviceSet
 		ideal solve.Ideal
 	}
-	fraction := opt.MemoryFraction
-	if fraction == 0 {
-		fraction = encode.DefaultMemoryFraction
-	}
 	var queue []screened
 	for _, use := range cands {
-		sub, err := in.OnDevices(use)
+		sub, ideal, err := idealOn(use)
 		if err != nil {
-			return nil, fmt.Errorf("device search: %w", err)
-		}
-		m, err := cost.New(sub.Cluster, cost.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("device search: devices %v: %w", use, err)
-		}
-		ideal, err := solve.IdealFor(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, MemoryFraction: fraction})
-		if err != nil {
-			return nil, fmt.Errorf("device search: devices %v: %w", use, err)
+			return nil, err
 		}
 		queue = append(queue, screened{sub, DeviceSet{Use: use, Summary: sub.Cluster.Summary()}, ideal})
 	}
@@ -283,15 +330,58 @@ func wholeStep(s DeviceSet) string {
 	return "no plan"
 }
 
+// gpuType is what a GPU type is to the device search: the device and the
+// node's overrides of its datasheet.
+type gpuType struct {
+	device    string
+	overrides cluster.Overrides
+}
+
+// gpuTypes gives each of c's nodes its GPU type: typeOf[i] indexes the
+// types in the order the cluster file first names them.
+func gpuTypes(c *cluster.Cluster) (typeOf []int, types int) {
+	var seen []gpuType
+	typeOf = make([]int, len(c.Nodes))
+	for i, nd := range c.Nodes {
+		t := gpuType{nd.Device, nd.Overrides}
+		k := slices.Index(seen, t)
+		if k < 0 {
+			k = len(seen)
+			seen = append(seen, t)
+		}
+		typeOf[i] = k
+	}
+	return typeOf, len(seen)
+}
+
+// typeDevices lists one device of each of c's GPU types (gpuTypes' order).
+func typeDevices(c *cluster.Cluster) []int {
+	typeOf, types := gpuTypes(c)
+	out := make([]int, 0, types)
+	first := 0 // global index of node i's first device
+	for i, nd := range c.Nodes {
+		if typeOf[i] == len(out) { // the type's first node
+			out = append(out, first)
+		}
+		first += nd.Count
+	}
+	return out
+}
+
 // deviceCandidates lists the sets of c's devices that search weighs
 // besides the whole cluster. For each kind of machine (nodes alike in
 // device, count, links and overrides), in the order the cluster file first
-// names it: one device of its first machine and that machine whole; under
-// DevicesKinds then every machine of each kind, and the cluster less each
-// kind. The whole cluster is left out, and so is a set alike to one listed
-// before (setShape: one V100 of a machine of seven is one V100 of a
-// machine of one); a one-device cluster has none, and DevicesAll none.
-func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
+// names it: one device of its first machine and that machine whole. Under
+// DevicesTypes and DevicesKinds then, with the GPU types ranked by
+// typeTimes (one device's work bound per type, gpuTypes' order; the
+// fastest first, ties in the cluster file's order), the machines of the
+// fastest k types for k = 1, 2, … short of all, and every machine of each
+// type. Under DevicesKinds then every machine of each kind of machine, and
+// the cluster less each kind. The whole cluster is left out, and so is a
+// set alike to one listed before (setShape: one V100 of a machine of
+// seven is one V100 of a machine of one); a one-device cluster has none,
+// and DevicesAll none.
+func deviceCandidates(c *cluster.Cluster, search DeviceSearch, typeTimes []float64) [][]int {
 	if search == DevicesAll {
 		return nil
 	}
@@ -342,6 +432,26 @@ func deviceCandidates(c *cluster.Cluster, search DeviceSearch) [][]int {
 		i := slices.Index(kindOf, k)
 		add(devs[i][:1])
 		add(devs[i])
+	}
+	if search == DevicesTypes || search == DevicesKinds {
+		typeOf, types := gpuTypes(c)
+		if len(typeTimes) != types {
+			panic(fmt.Sprintf("plan: deviceCandidates: %d type times for %d GPU types", len(typeTimes), types))
+		}
+		rank := make([]int, types) // the types, fastest first
+		for t := range rank {
+			rank[t] = t
+		}
+		slices.SortStableFunc(rank, func(a, b int) int { return cmp.Compare(typeTimes[a], typeTimes[b]) })
+		typeOfNode := func(k int) int { // k indexes kinds: its nodes' type
+			return typeOf[slices.Index(kindOf, k)]
+		}
+		for n := 1; n < types; n++ {
+			add(nodesWhere(func(k int) bool { return slices.Index(rank, typeOfNode(k)) < n }))
+		}
+		for _, t := range rank {
+			add(nodesWhere(func(k int) bool { return typeOfNode(k) == t }))
+		}
 	}
 	if search == DevicesKinds {
 		for k := range kinds {

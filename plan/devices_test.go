@@ -72,6 +72,26 @@ nodes:
     intra: {class: pcie, bandwidth: 12GB/s}
 inter: {class: infiniband, bandwidth: 100Gb/s, latency: 5us}
 `,
+	// A machine each of two A100s, two V100s and two T4s on 100 Gb/s
+	// InfiniBand: at batch 4096 the A100s and the V100s together win,
+	// a set of the fastest GPU types.
+	"three-types": `
+name: three-types
+nodes:
+  - name: a
+    device: A100-80GB
+    count: 2
+    intra: {class: nvlink, bandwidth: 300GB/s}
+  - name: v
+    device: V100-SXM2-16GB
+    count: 2
+    intra: {class: nvlink, bandwidth: 150GB/s}
+  - name: t
+    device: T4
+    count: 2
+    intra: {class: pcie, bandwidth: 12GB/s}
+inter: {class: infiniband, bandwidth: 100Gb/s, latency: 5us}
+`,
 }
 
 // deviceSearchInputs loads model on the named cluster of
@@ -118,6 +138,9 @@ func TestDeviceSearch(t *testing.T) {
 		// Both A100 machines, a set of several machines (2.509 ms; all
 		// six devices 2.789 ms, one A100 machine's work bound 4.451 ms).
 		{"mlp", 8192, "two-kinds", DevicesKinds, []int{0, 1, 2, 3}, []string{DeviceSetWorkBound}},
+		// The A100s and V100s, the fastest two GPU types (1.730 ms; all
+		// six 2.305 ms, the A100 machine's work bound 2.238 ms).
+		{"mlp", 4096, "three-types", DevicesTypes, []int{0, 1, 2, 3}, []string{DeviceSetWorkBound}},
 	}
 	// The golden file shows every set each search weighed and what became
 	// of it (go test ./plan -run TestDeviceSearch -update rewrites it).
@@ -286,30 +309,67 @@ func TestPlanOnDevicesRejectsBadDeviceLists(t *testing.T) {
 
 // TestDeviceCandidates pins the sets each search weighs on the built-in
 // clusters: per kind of machine, in the cluster's order, one device and
-// one machine; under DevicesKinds then every machine of a kind and the
-// cluster less a kind; never the whole cluster or a set twice.
+// one machine; under DevicesTypes then the fastest GPU types' machines
+// together and every machine of a type; under DevicesKinds then every
+// machine of a kind and the cluster less a kind; never the whole cluster
+// or a set twice.
 func TestDeviceCandidates(t *testing.T) {
 	for _, c := range []struct {
 		cluster string
 		search  DeviceSearch
+		times   []float64 // one device's time per GPU type, in the cluster's order
 		want    [][]int
 	}{
-		{"paper-8", DevicesAll, nil},
-		{"paper-8", DevicesMachines, [][]int{{0}, {2}}},
-		{"paper-16", DevicesMachines, [][]int{{0}, {0, 1}, {4}, {4, 5}}},
-		{"paper-16", DevicesKinds, [][]int{{0}, {0, 1}, {4}, {4, 5}, {0, 1, 2, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}},
-		{"modern-24", DevicesKinds, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(8, 24), append(seq(0, 8), seq(16, 24)...), seq(0, 16)}},
-		{"a100-8", DevicesKinds, [][]int{{0}}},
+		{"paper-8", DevicesAll, nil, nil},
+		{"paper-8", DevicesMachines, nil, [][]int{{0}, {2}}},
+		// One device a machine: the V100s together are a set only by type.
+		{"paper-8", DevicesTypes, []float64{1, 2}, [][]int{{0}, {2}, {0, 1}, seq(2, 8)}},
+		{"paper-16", DevicesMachines, nil, [][]int{{0}, {0, 1}, {4}, {4, 5}}},
+		{"paper-16", DevicesTypes, []float64{1, 2}, [][]int{{0}, {0, 1}, {4}, {4, 5}, {0, 1, 2, 3}, seq(4, 16)}},
+		{"paper-16", DevicesKinds, []float64{1, 2}, [][]int{{0}, {0, 1}, {4}, {4, 5}, {0, 1, 2, 3}, seq(4, 16)}},
+		// Three types: the fastest two together, then nothing new (each
+		// type is one machine).
+		{"modern-24", DevicesTypes, []float64{1, 2, 3}, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(0, 16)}},
+		// Ranked by the times, not the file: with the T4s fastest, the
+		// T4s and the V100s.
+		{"modern-24", DevicesTypes, []float64{3, 2, 1}, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(8, 24)}},
+		// A tie keeps the file's order: the A100s and the V100s.
+		{"modern-24", DevicesTypes, []float64{1, 1, 1}, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(0, 16)}},
+		{"modern-24", DevicesKinds, []float64{1, 2, 3}, [][]int{{0}, seq(0, 8), {8}, seq(8, 16), {16}, seq(16, 24), seq(0, 16), seq(8, 24), append(seq(0, 8), seq(16, 24)...)}},
+		{"a100-8", DevicesKinds, []float64{1}, [][]int{{0}}},
 		// Machines of 7 and 1 V100s, and of 3, 8, 1, 6, 1 and 2 P100s:
 		// one set per machine size, one device per GPU.
-		{"paper-29", DevicesMachines, [][]int{{0}, seq(0, 7), {8}, seq(8, 11), seq(11, 19), seq(20, 26), {27, 28}}},
+		{"paper-29", DevicesMachines, nil, [][]int{{0}, seq(0, 7), {8}, seq(8, 11), seq(11, 19), seq(20, 26), {27, 28}}},
+		// And by type: the eight V100s, the 21 P100s.
+		{"paper-29", DevicesTypes, []float64{1, 2}, [][]int{{0}, seq(0, 7), {8}, seq(8, 11), seq(11, 19), seq(20, 26), {27, 28}, seq(0, 8), seq(8, 29)}},
 	} {
 		in, err := LoadInputs("mlp-tiny", models.Options{}, c.cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := deviceCandidates(in.Cluster, c.search); !slices.EqualFunc(got, c.want, slices.Equal) {
-			t.Errorf("%s, %s: %v, want %v", c.cluster, c.search, got, c.want)
+		if got := deviceCandidates(in.Cluster, c.search, c.times); !slices.EqualFunc(got, c.want, slices.Equal) {
+			t.Errorf("%s, %s, %v: %v, want %v", c.cluster, c.search, c.times, got, c.want)
+		}
+	}
+}
+
+// TestTypeDevices pins one device per GPU type, in the cluster's order.
+func TestTypeDevices(t *testing.T) {
+	for _, c := range []struct {
+		cluster string
+		want    []int
+	}{
+		{"paper-8", []int{0, 2}},
+		{"paper-29", []int{0, 8}},
+		{"modern-24", []int{0, 8, 16}},
+		{"a100-8", []int{0}},
+	} {
+		in, err := LoadInputs("mlp-tiny", models.Options{}, c.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := typeDevices(in.Cluster); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.cluster, got, c.want)
 		}
 	}
 }

@@ -46,7 +46,7 @@ type modelFlags struct {
 	// plan --bound-lps.
 	boundLPs int
 	// devices says which sets of devices the synthesizer weighs
-	// (plan.SynthesizeOnDevices): all, machines or kinds; or lists the
+	// (plan.SynthesizeOnDevices): all, machines, types or kinds; or lists the
 	// devices to plan on (plan.ParseDeviceList).
 	devices string
 }
@@ -70,7 +70,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
-	fs.StringVar(&m.devices, "devices", "", "which devices the synthesizer may plan on, keeping the fastest plan: all (every device, as the HAP paper does), machines (the default: also each kind of machine's first machine and one device of it, where their ideal step beats the plan on every device; on a slow network a small batch can run faster on one GPU than on all) or kinds (also every machine of one kind, and the cluster less one kind: a search as large as the whole cluster's for each set the screen keeps); or a list of devices such as 0-3,8 to plan on exactly those (of each machine a prefix of its GPUs)")
+	fs.StringVar(&m.devices, "devices", "", "which devices the synthesizer may plan on, keeping the fastest plan: all (every device, as the HAP paper does); machines (also each kind of machine's first machine and one device of it, where their ideal step beats the plan on every device: on a slow network a small batch can run faster on one GPU than on all); types (the default: also every machine of one GPU type, and the machines of the fastest types together, each a search at most as large as the whole cluster's); kinds (also every machine of one kind of machine, and the cluster less one kind: a search for each set the screen keeps); or a list of devices such as 0-3,8 to plan on exactly those (of each machine a prefix of its GPUs)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
 
@@ -102,7 +102,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if m.strategy == "" {
 		opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
 			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
-		search := plan.DevicesMachines
+		search := plan.DevicesTypes
 		if d := m.devices; d != "" && d[0] >= '0' && d[0] <= '9' {
 			// A list: plan on exactly those devices.
 			use, err := plan.ParseDeviceList(d)
@@ -141,7 +141,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--devices all|machines|kinds|LIST] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]")
+	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]")
 	m := modelFlags{progress: e.progressWriter()}
 	m.register(fs)
 	var o orderFlags

@@ -106,7 +106,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--devices", "all"}, 2, "--devices shape the synthesizer's search"},
-		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines or kinds`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines, types or kinds, or a list of devices`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "0-x"}, 2, `--devices "0-x": "0-x" is not a range of device indices (like 0-3)`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "1"}, 2, "--devices 1: device 1 is GPU 1 of node"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "0-16"}, 2, "--devices 0-16: device 16: the cluster has devices 0–15"},
