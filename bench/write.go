@@ -126,12 +126,13 @@ func WriteSuite(dir, name string, rows []Row) ([]string, error) {
 // speedupPlot draws grouped bars: one group per (model, cluster), one bar
 // per system other than dp-ev, height the speedup over dp-ev.
 func speedupPlot(rows []Row, title string) (*plot.Plot, error) {
+	group := caseLabel(rows)
 	var groups []string
 	idx := map[string]int{}
 	var systems []string
 	seenSys := map[string]bool{}
 	for _, r := range rows {
-		g := r.Model + "\n" + r.Cluster
+		g := group(r)
 		if _, ok := idx[g]; !ok {
 			idx[g] = len(groups)
 			groups = append(groups, g)
@@ -149,7 +150,7 @@ func speedupPlot(rows []Row, title string) (*plot.Plot, error) {
 		vals := make(plotter.Values, len(groups))
 		for _, r := range rows {
 			if r.System == sys {
-				vals[idx[r.Model+"\n"+r.Cluster]] = r.SpeedupVsDPEV
+				vals[idx[group(r)]] = r.SpeedupVsDPEV
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, barWidth)
@@ -173,6 +174,27 @@ func speedupPlot(rows []Row, title string) (*plot.Plot, error) {
 	// Room for the outer groups' bars.
 	p.X.Min, p.X.Max = -groupPad, float64(len(groups)-1)+groupPad
 	return p, nil
+}
+
+// caseLabel labels rows' cases on a plot's axis: model and cluster, and
+// the batch where rows hold one model on one cluster at several batches
+// (the devices suite), which would otherwise share one bar.
+func caseLabel(rows []Row) func(Row) string {
+	batches := map[string]map[int]bool{}
+	for _, r := range rows {
+		mc := r.Model + "\n" + r.Cluster
+		if batches[mc] == nil {
+			batches[mc] = map[int]bool{}
+		}
+		batches[mc][r.Batch] = true
+	}
+	return func(r Row) string {
+		mc := r.Model + "\n" + r.Cluster
+		if len(batches[mc]) > 1 {
+			return fmt.Sprintf("%s\nbatch %d", mc, r.Batch)
+		}
+		return mc
+	}
 }
 
 // groupPad is the x margin, in groups, around the bar groups.

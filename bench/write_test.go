@@ -62,3 +62,19 @@ func TestSuitesAreWellFormed(t *testing.T) {
 		t.Error("unknown suite accepted")
 	}
 }
+
+// One model on one cluster at two batches is two cases on the plots; at
+// one batch the label leaves the batch out.
+func TestCaseLabelTellsBatchesApart(t *testing.T) {
+	rows := []Row{
+		{Model: "vgg19", Cluster: "paper-8", Batch: 32},
+		{Model: "vgg19", Cluster: "paper-8", Batch: 256},
+		{Model: "vit", Cluster: "paper-8", Batch: 32},
+	}
+	label := caseLabel(rows)
+	for i, want := range []string{"vgg19\npaper-8\nbatch 32", "vgg19\npaper-8\nbatch 256", "vit\npaper-8"} {
+		if got := label(rows[i]); got != want {
+			t.Errorf("row %d: %q, want %q", i, got, want)
+		}
+	}
+}
