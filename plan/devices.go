@@ -150,7 +150,8 @@ type DeviceSet struct {
 	// StepSeconds is the simulated step of the plan found on the set.
 	StepSeconds float64 `json:"step_seconds,omitempty"`
 	// Bound is the search's proven bound on the set's plans (planned), or
-	// its work bound (work bound).
+	// its work bound (work bound, and no plan or time limit, which prove
+	// no more); absent for memory, where no plan fits.
 	Bound float64 `json:"bound,omitempty"`
 	// NeedBytes and UsableBytes are what the model needs at least over
 	// all devices and what the set's devices can hold together (memory).
@@ -242,7 +243,14 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	best, whyNot := Synthesize(ctx, in, opt)
 	switch {
 	case errors.Is(whyNot, solve.ErrNoPlan):
-		wholeSet.Outcome, wholeSet.Why = DeviceSetNoPlan, whyNot.Error()
+		_, ideal, err := idealOn(all)
+		if err != nil {
+			return nil, err
+		}
+		wholeSet.Outcome, wholeSet.Why, wholeSet.Bound = DeviceSetNoPlan, whyNot.Error(), ideal.WorkBound
+		if !ideal.Fits() {
+			wholeSet.Outcome, wholeSet.Bound, wholeSet.NeedBytes, wholeSet.UsableBytes = DeviceSetMemory, 0, ideal.Need, ideal.Usable
+		}
 	case whyNot != nil:
 		return nil, whyNot
 	default:
@@ -280,7 +288,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		case best != nil && q.ideal.WorkBound >= best.Cost.StepSeconds:
 			set.Outcome, set.Bound = DeviceSetWorkBound, q.ideal.WorkBound
 		case opt.TimeLimit > 0 && time.Until(deadline) < opt.TimeLimit/minSubsetShare:
-			set.Outcome = DeviceSetTimeLimit
+			set.Outcome, set.Bound = DeviceSetTimeLimit, q.ideal.WorkBound
 		default:
 			incumbent := "none"
 			if best != nil {
@@ -294,7 +302,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			}
 			pl, err := Synthesize(ctx, q.in, sub)
 			if errors.Is(err, solve.ErrNoPlan) {
-				set.Outcome, set.Why = DeviceSetNoPlan, err.Error()
+				set.Outcome, set.Why, set.Bound = DeviceSetNoPlan, err.Error(), q.ideal.WorkBound
 				break
 			}
 			if err != nil {
@@ -320,6 +328,25 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, DeviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets[0]))
 	}
 	return best, nil
+}
+
+// DevicesBound is what the device search proves over every plan on the
+// sets it weighed (sets, Solver.DeviceSets): none steps in less than
+// bound, the least of the sets' bounds — each set's search's proven bound,
+// or for a set not searched its work bound, or for one that cannot hold
+// the model none (a work LP that failed bounds nothing: 0). ok is false
+// when every set is too small to hold the model. A plan whose step meets it is the fastest on any set weighed;
+// it says nothing of the sets not weighed.
+func DevicesBound(sets []DeviceSet) (bound float64, ok bool) {
+	for _, s := range sets {
+		if s.Outcome == DeviceSetMemory {
+			continue // no plan fits, proven
+		}
+		if !ok || s.Bound < bound {
+			bound, ok = s.Bound, true
+		}
+	}
+	return bound, ok
 }
 
 // wholeStep describes the whole cluster's outcome for a progress line.

@@ -174,6 +174,11 @@ func TestDeviceSearch(t *testing.T) {
 				}
 				fmt.Fprintf(&table, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
 			}
+			bound, ok := DevicesBound(pl.Solver.DeviceSets)
+			fmt.Fprintf(&table, "  bound over the sets weighed: %.6g s (%v)\n", bound, ok)
+			if !ok || bound > pl.Solver.Objective {
+				t.Errorf("bound over the sets weighed %g (%v), above the plan's objective %g", bound, ok, pl.Solver.Objective)
+			}
 			if !slices.Equal(pl.Cluster.Use, c.use) {
 				t.Fatalf("plan runs on devices %v, want %v", pl.Cluster.Use, c.use)
 			}
@@ -229,6 +234,9 @@ func TestDeviceSearch(t *testing.T) {
 					t.Fatalf("devices %v: outcome %q", s.Use, s.Outcome)
 				}
 				step := alone.Cost.StepSeconds
+				if alone.Solver.Objective < bound {
+					t.Errorf("devices %v planned alone at %g, below the bound over the sets weighed %g", s.Use, alone.Solver.Objective, bound)
+				}
 				if s.Outcome == DeviceSetPlanned && step != s.StepSeconds {
 					t.Errorf("devices %v: recorded step %g, planned alone %g", s.Use, s.StepSeconds, step)
 				}
@@ -398,6 +406,33 @@ func TestDeviceSearchUnderATimeLimit(t *testing.T) {
 	}
 	if pl.Solver.StoppedBy == "node limit" {
 		t.Errorf("the set's search was bounded by nodes, not the time limit")
+	}
+}
+
+// DevicesBound is the least bound of the sets that could hold the model:
+// a set skipped for memory bounds nothing, and every other outcome gives
+// its bound (a time limit's or a failed search's being the work bound).
+func TestDevicesBound(t *testing.T) {
+	planned := DeviceSet{Outcome: DeviceSetPlanned, StepSeconds: 3, Bound: 2.5}
+	work := DeviceSet{Outcome: DeviceSetWorkBound, Bound: 4}
+	memory := DeviceSet{Outcome: DeviceSetMemory, NeedBytes: 2, UsableBytes: 1}
+	timed := DeviceSet{Outcome: DeviceSetTimeLimit, Bound: 1.5}
+	none := DeviceSet{Outcome: DeviceSetNoPlan, Bound: 2}
+	for _, c := range []struct {
+		sets []DeviceSet
+		want float64
+		ok   bool
+	}{
+		{[]DeviceSet{planned, work, memory}, 2.5, true},
+		{[]DeviceSet{memory, work}, 4, true},
+		{[]DeviceSet{planned, timed}, 1.5, true},
+		{[]DeviceSet{planned, none}, 2, true},
+		{[]DeviceSet{memory}, 0, false},
+		{nil, 0, false},
+	} {
+		if got, ok := DevicesBound(c.sets); got != c.want || ok != c.ok {
+			t.Errorf("DevicesBound(%+v) = %g, %v; want %g, %v", c.sets, got, ok, c.want, c.ok)
+		}
 	}
 }
 

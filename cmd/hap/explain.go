@@ -281,6 +281,19 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 	if pl.CommOrder != nil {
 		fmt.Fprintf(w, "  (the sets were compared by their steps in list order; the order search ran on the chosen set alone)\n")
 	}
+	// The plan's own bound holds over its devices; the sets' bounds
+	// together say how far any set weighed could still beat it.
+	if bound, ok := plan.DevicesBound(sets); ok {
+		obj := pl.Solver.Objective
+		if obj <= 0 {
+			obj = pl.Cost.StepSeconds
+		}
+		if gap := max(0, (obj-bound)/obj); gap < provenGap {
+			fmt.Fprintf(w, "  No plan on any set weighed is faster: the least of their bounds, %s, is this plan's estimate.\n", durationIn(bound, pl.Cost.StepSeconds))
+		} else {
+			fmt.Fprintf(w, "  Over every set weighed, no plan steps in less than %s (the least of their bounds): this plan is within %s of all of them.\n", durationIn(bound, pl.Cost.StepSeconds), gapPercent(gap))
+		}
+	}
 }
 
 // deviceSetOutcome says what the device search found for set s.
@@ -296,7 +309,7 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 	case plan.DeviceSetNoPlan:
 		return "no plan fits: " + s.Why
 	case plan.DeviceSetTimeLimit:
-		return "not searched: the time limit was spent"
+		return fmt.Sprintf("not searched: the time limit was spent (its ideal compute time: %s)", durationIn(s.Bound, step))
 	}
 	return s.Outcome
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -824,6 +825,9 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"not searched: no plan on it beats ",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
+		// The V100s together, a set of one GPU type (--devices types).
+		"0–1      2 × V100-SXM2-16GB on 2 nodes                       planned: step ",
+		"No plan on any set weighed is faster: the least of their bounds, 0.1651 ms, is this plan's estimate.",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
@@ -838,6 +842,16 @@ func TestPlanSearchesDevices(t *testing.T) {
 	explainDeviceSets(&table, &reordered)
 	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
 		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
+	}
+	// A set whose bound is below the plan: the table says how far any
+	// set weighed could still beat it.
+	loose := *searched
+	loose.Solver.DeviceSets = slices.Clone(searched.Solver.DeviceSets)
+	loose.Solver.DeviceSets[0].Bound = loose.Solver.Objective / 2
+	var gapped strings.Builder
+	explainDeviceSets(&gapped, &loose)
+	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.08") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
+		t.Errorf("the devices table does not bound the sets weighed:\n%s", gapped.String())
 	}
 	if testing.Verbose() {
 		t.Log(table.String())
