@@ -149,6 +149,11 @@ type DeviceSet struct {
 	Outcome string `json:"outcome"`
 	// StepSeconds is the simulated step of the plan found on the set.
 	StepSeconds float64 `json:"step_seconds,omitempty"`
+	// ComputeSeconds is the most compute any device of that plan does
+	// (its compute stream's busy time): the rest of the step is
+	// communication not hidden behind it, and waiting. It says why a set
+	// of more GPUs, each with less to compute, can step slower.
+	ComputeSeconds float64 `json:"compute_seconds,omitempty"`
 	// Bound is the search's proven bound on the set's plans (planned), or
 	// its work bound (work bound, and no plan or time limit, which prove
 	// no more); absent for memory, where no plan fits.
@@ -254,7 +259,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	case whyNot != nil:
 		return nil, whyNot
 	default:
-		wholeSet.Outcome, wholeSet.StepSeconds, wholeSet.Bound = DeviceSetPlanned, best.Cost.StepSeconds, best.Solver.Bound
+		wholeSet.Outcome, wholeSet.StepSeconds, wholeSet.ComputeSeconds, wholeSet.Bound = DeviceSetPlanned, best.Cost.StepSeconds, mostCompute(best), best.Solver.Bound
 	}
 	sets := []DeviceSet{wholeSet}
 	chosen := 0
@@ -309,7 +314,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				return nil, fmt.Errorf("device search: devices %v: %w", set.Use, err)
 			}
 			seconds += pl.Solver.Seconds
-			set.Outcome, set.StepSeconds, set.Bound = DeviceSetPlanned, pl.Cost.StepSeconds, pl.Solver.Bound
+			set.Outcome, set.StepSeconds, set.ComputeSeconds, set.Bound = DeviceSetPlanned, pl.Cost.StepSeconds, mostCompute(pl), pl.Solver.Bound
 			if best == nil || pl.Cost.StepSeconds < best.Cost.StepSeconds {
 				best, chosen = pl, len(sets)
 			}
@@ -347,6 +352,15 @@ func DevicesBound(sets []DeviceSet) (bound float64, ok bool) {
 		}
 	}
 	return bound, ok
+}
+
+// mostCompute is the most compute any device of pl does.
+func mostCompute(pl *Plan) float64 {
+	most := 0.0
+	for _, d := range pl.Cost.PerDevice {
+		most = max(most, d.Compute)
+	}
+	return most
 }
 
 // wholeStep describes the whole cluster's outcome for a progress line.

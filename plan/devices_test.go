@@ -161,7 +161,10 @@ func TestDeviceSearch(t *testing.T) {
 				var what string
 				switch s.Outcome {
 				case DeviceSetPlanned:
-					what = fmt.Sprintf("planned: step %.6g s, bound %.6g s", s.StepSeconds, s.Bound)
+					what = fmt.Sprintf("planned: step %.6g s, compute %.6g s, bound %.6g s", s.StepSeconds, s.ComputeSeconds, s.Bound)
+					if !(s.ComputeSeconds > 0 && s.ComputeSeconds <= s.StepSeconds) {
+						t.Errorf("devices %v: compute %g s in a step of %g s", s.Use, s.ComputeSeconds, s.StepSeconds)
+					}
 				case DeviceSetWorkBound:
 					what = fmt.Sprintf("skipped: work bound %.6g s", s.Bound)
 				case DeviceSetMemory:

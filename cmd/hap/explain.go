@@ -278,6 +278,9 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
 	tw.Flush()
+	if slices.ContainsFunc(sets, func(s plan.DeviceSet) bool { return s.ComputeSeconds > 0 }) {
+		fmt.Fprintf(w, "  (compute: the busiest device's compute in that set's plan; the rest of its step is communication not hidden behind it, and waiting)\n")
+	}
 	if pl.CommOrder != nil {
 		fmt.Fprintf(w, "  (the sets were compared by their steps in list order; the order search ran on the chosen set alone)\n")
 	}
@@ -300,7 +303,11 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 	switch s.Outcome {
 	case plan.DeviceSetPlanned:
-		return fmt.Sprintf("planned: step %s, proven bound %s", durationIn(s.StepSeconds, step), durationIn(s.Bound, step))
+		compute := ""
+		if s.ComputeSeconds > 0 {
+			compute = fmt.Sprintf(" (compute %s)", durationIn(s.ComputeSeconds, step))
+		}
+		return fmt.Sprintf("planned: step %s%s, proven bound %s", durationIn(s.StepSeconds, step), compute, durationIn(s.Bound, step))
 	case plan.DeviceSetWorkBound:
 		return fmt.Sprintf("not searched: no plan on it beats %s, its ideal compute time", durationIn(s.Bound, step))
 	case plan.DeviceSetMemory:
