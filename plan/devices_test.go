@@ -177,6 +177,9 @@ func TestDeviceSearch(t *testing.T) {
 				}
 				fmt.Fprintf(&table, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
 			}
+			if got := pl.Solver.DeviceSearch(); got != string(c.search) {
+				t.Errorf("plan records device search %q, want %q", got, c.search)
+			}
 			bound, ok := DevicesBound(pl.Solver.DeviceSets)
 			fmt.Fprintf(&table, "  bound over the sets weighed: %.6g s (%v)\n", bound, ok)
 			if !ok || bound > pl.Solver.Objective {

@@ -362,6 +362,18 @@ func (s Solver) Tied() Ties {
 // Untie.String): recorded only on plans solved with ties lifted.
 const UntieOption = "untie"
 
+// DevicesOption names, in Solver.Options, the device search that chose
+// the plan's devices (DeviceSearch: machines, types or kinds); absent on a
+// plan made on every device or on a list of them.
+const DevicesOption = "devices"
+
+// DeviceSearch is the device search that chose the plan's devices
+// (DevicesOption); "" when none ran.
+func (s Solver) DeviceSearch() string {
+	v, _ := s.option(DevicesOption)
+	return v
+}
+
 // SearchOption names, in Solver.Options, the joint MILP's search settings
 // (milp.Options.Search): "no cuts, no heuristics, no strong branching, no
 // presolve" for the default ten nodes.

@@ -261,7 +261,11 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 	if len(sets) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nDevices searched (hap plan --devices all plans on every device alone):\n")
+	search := ""
+	if d := pl.Solver.DeviceSearch(); d != "" {
+		search = "--devices " + d + "; "
+	}
+	fmt.Fprintf(w, "\nDevices searched (%shap plan --devices all plans on every device alone):\n", search)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  devices\twhat\toutcome")
 	for _, s := range sets {

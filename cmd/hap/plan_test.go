@@ -819,7 +819,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 	code, out, errs = runCLI("explain", f)
 	for _, want := range []string{
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
-		"Devices searched (hap plan --devices all plans on every device alone):",
+		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
 		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  planned: step ",
 		"  ← the plan",
 		"not searched: no plan on it beats ",
