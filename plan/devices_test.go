@@ -397,21 +397,38 @@ func seq(lo, hi int) []int {
 	return out
 }
 
-// Under a time limit the sets are searched with what the whole cluster's
-// search left of it, and a quarter more: the whole cluster's joint MILP
-// runs to the limit, and mlp on the fast-and-slow-node cluster still finds
-// the A100 machine in the second left.
+// Under a time limit D the whole cluster's search takes half of D when
+// another set could hold the model, and the sets searched share what is
+// left and D/4 more: each of them gets its part, so the first does not
+// run to the deadline and starve the rest (the joint MILP runs to its
+// limit). mlp finds the A100 machine beside the T4s, and the A100s and
+// V100s of three-types, with nothing skipped for time.
 func TestDeviceSearchUnderATimeLimit(t *testing.T) {
-	in := deviceSearchInputs(t, "mlp", 0, "fast-and-slow-node")
-	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: 4 * time.Second}, DevicesMachines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(pl.Cluster.Use, []int{0, 1}) {
-		t.Fatalf("plan on devices %v, want 0–1: sets %+v", pl.Cluster.Use, pl.Solver.DeviceSets)
-	}
-	if pl.Solver.StoppedBy == "node limit" {
-		t.Errorf("the set's search was bounded by nodes, not the time limit")
+	for _, c := range []struct {
+		cluster string
+		batch   int
+		search  DeviceSearch
+		use     []int
+	}{
+		{"fast-and-slow-node", 0, DevicesMachines, []int{0, 1}},
+		{"three-types", 4096, DevicesTypes, []int{0, 1, 2, 3}},
+	} {
+		in := deviceSearchInputs(t, "mlp", c.batch, c.cluster)
+		pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: 4 * time.Second}, c.search)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pl.Cluster.Use, c.use) {
+			t.Fatalf("%s: plan on devices %v, want %v: sets %+v", c.cluster, pl.Cluster.Use, c.use, pl.Solver.DeviceSets)
+		}
+		if pl.Solver.StoppedBy == "node limit" {
+			t.Errorf("%s: the set's search was bounded by nodes, not the time limit", c.cluster)
+		}
+		for _, s := range pl.Solver.DeviceSets {
+			if s.Outcome == DeviceSetTimeLimit {
+				t.Errorf("%s: devices %v skipped for the time limit", c.cluster, s.Use)
+			}
+		}
 	}
 }
 
