@@ -200,37 +200,13 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
 	}
+	screen := newDeviceScreen(in, opt)
 	// One device of each GPU type, for the types' ranking: its work bound
 	// is how long the model takes on that GPU.
 	var typeTimes []float64
-	fraction := opt.MemoryFraction
-	if fraction == 0 {
-		fraction = encode.DefaultMemoryFraction
-	}
-	ideals := map[string]solve.Ideal{} // by DeviceList: each set's screen once
-	idealOn := func(use []int) (*Inputs, solve.Ideal, error) {
-		sub, err := in.OnDevices(use)
-		if err != nil {
-			return nil, solve.Ideal{}, fmt.Errorf("device search: %w", err)
-		}
-		key := DeviceList(use)
-		if ideal, ok := ideals[key]; ok {
-			return sub, ideal, nil
-		}
-		m, err := cost.New(sub.Cluster, cost.Options{})
-		if err != nil {
-			return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
-		}
-		ideal, err := solve.IdealFor(ctx, in.Graph, m, solve.Options{Optimizer: in.Optimizer, MemoryFraction: fraction})
-		if err != nil {
-			return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
-		}
-		ideals[key] = ideal
-		return sub, ideal, nil
-	}
 	if search == DevicesTypes || search == DevicesKinds {
 		for _, d := range typeDevices(in.Cluster) {
-			_, ideal, err := idealOn([]int{d})
+			_, ideal, err := screen.on(ctx, []int{d})
 			if err != nil {
 				return nil, err
 			}
@@ -266,7 +242,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	}
 	var queue []screened
 	for _, use := range cands {
-		sub, ideal, err := idealOn(use)
+		sub, ideal, err := screen.on(ctx, use)
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +269,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	best, whyNot := Synthesize(ctx, in, wholeOpt)
 	switch {
 	case errors.Is(whyNot, solve.ErrNoPlan):
-		_, ideal, err := idealOn(all)
+		_, ideal, err := screen.on(ctx, all)
 		if err != nil {
 			return nil, err
 		}
@@ -381,6 +357,44 @@ func DevicesBound(sets []DeviceSet) (bound float64, ok bool) {
 		}
 	}
 	return bound, ok
+}
+
+// deviceScreen computes the screen's Ideal of sets of a cluster's devices
+// (solve.IdealFor: milliseconds each), each set once.
+type deviceScreen struct {
+	in       *Inputs // the whole cluster's
+	fraction float64 // the memory fraction the searches plan under
+	ideals   map[string]solve.Ideal
+}
+
+func newDeviceScreen(in *Inputs, opt SynthOptions) *deviceScreen {
+	fraction := opt.MemoryFraction
+	if fraction == 0 {
+		fraction = encode.DefaultMemoryFraction
+	}
+	return &deviceScreen{in: in, fraction: fraction, ideals: map[string]solve.Ideal{}}
+}
+
+// on returns the inputs narrowed to use, and their Ideal.
+func (s *deviceScreen) on(ctx context.Context, use []int) (*Inputs, solve.Ideal, error) {
+	sub, err := s.in.OnDevices(use)
+	if err != nil {
+		return nil, solve.Ideal{}, fmt.Errorf("device search: %w", err)
+	}
+	key := DeviceList(use)
+	if ideal, ok := s.ideals[key]; ok {
+		return sub, ideal, nil
+	}
+	m, err := cost.New(sub.Cluster, cost.Options{})
+	if err != nil {
+		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
+	}
+	ideal, err := solve.IdealFor(ctx, s.in.Graph, m, solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction})
+	if err != nil {
+		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
+	}
+	s.ideals[key] = ideal
+	return sub, ideal, nil
 }
 
 // mostCompute is the most compute any device of pl does.
