@@ -38,6 +38,9 @@ var (
 	// batches too, on its clusters of one layout per size (paper-29, of
 	// six kinds of machine, takes minutes).
 	devicesPaperClusters = []string{"paper-8", "paper-16", "paper-32", "paper-64"}
+	// devicesModernCluster: the device search at the modern suite's
+	// batches on its cluster of three GPU types.
+	devicesModernCluster = "modern-24"
 )
 
 // devicesBatch is the devices suite's global batch: the zoo's.
@@ -55,7 +58,8 @@ const devicesBatch = 32
 //   - devices: the device search (hap plan's default, hap-devices) at the
 //     zoo's batch of 32 on paper-8, paper-16 and modern-24, and at the
 //     paper suite's batches (32 × GPUs) for its models on paper-8 to
-//     paper-64, beside dp-ev and dp-cp on every device.
+//     paper-64, and the modern suite's on modern-24, beside dp-ev and
+//     dp-cp on every device.
 func Suite(name string) ([]Case, error) {
 	var cases []Case
 	switch name {
@@ -113,6 +117,18 @@ func Suite(name string) ([]Case, error) {
 				}
 				cases = append(cases, Case{Model: m, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
 			}
+		}
+		// And modern-24 at the modern suite's batches.
+		n, err := devices(devicesModernCluster)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range modernModels {
+			batch := PaperBatchPerGPU * n
+			if m == "gpt2" {
+				batch = n
+			}
+			cases = append(cases, Case{Model: m, Cluster: devicesModernCluster, Batch: batch, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
 		}
 	default:
 		return nil, fmt.Errorf("%w %q (want one of %v)", ErrUnknownSuite, name, SuiteNames())
