@@ -184,9 +184,10 @@ const subsetTimeShare = 4
 // D/wholeTimeShare when another set could hold the model.
 const wholeTimeShare = 2
 
-// minSubsetShare: under a time limit D, a set is searched only with at
-// least D/minSubsetShare left; otherwise it is skipped
-// (DeviceSetTimeLimit), since a search stopped that early proves little.
+// minSubsetShare: under a time limit D, a set is searched only when its
+// part of the time left is at least D/minSubsetShare; otherwise it is
+// skipped (DeviceSetTimeLimit), since a search stopped that early proves
+// little.
 const minSubsetShare = 16
 
 // SynthesizeOnDevices is Synthesize over the whole cluster and over the
