@@ -570,7 +570,10 @@ func tiesNote(t plan.Ties) string {
 		what = append(what, "a group's identical devices hold even shares")
 		untie = append(untie, "devices")
 	}
-	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", t.Recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
+	// The plan records "1 device groups" (Solver.Tied parses that form
+	// back); read out, one group is singular.
+	recorded := strings.Replace(t.Recorded, " 1 device groups ", " 1 device group ", 1)
+	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
 }
 
 // boundBy names the relaxation that proved a plan's bound, and over what

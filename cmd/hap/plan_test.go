@@ -885,3 +885,12 @@ func TestPlanSearchesDevices(t *testing.T) {
 		t.Errorf("plan --devices all: %v, use %v, device sets %v: want every device and no search", err, pl.Cluster.Use, pl.Solver.DeviceSets)
 	}
 }
+
+// One device group reads in the singular, though the plan records the
+// plural form Solver.Tied parses.
+func TestTiesNoteSaysOneGroup(t *testing.T) {
+	note := tiesNote(plan.Ties{Recorded: "41 op classes for 327 forward ops, 1 device groups for 4 devices", Layers: true})
+	if !strings.Contains(note, "(41 op classes for 327 forward ops, 1 device group for 4 devices)") {
+		t.Errorf("ties note %q", note)
+	}
+}
