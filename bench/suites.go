@@ -104,9 +104,10 @@ func Suite(name string) ([]Case, error) {
 			cases = append(cases, Case{Model: scalingDevicesModel, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: sys})
 		}
 	case SuiteDevices:
+		devicesSystems := []string{SystemDPEV, SystemDPCP, SystemHAPDevices}
 		for _, m := range devicesModels {
 			for _, c := range devicesClusters {
-				cases = append(cases, Case{Model: m, Cluster: c, Batch: devicesBatch, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: devicesBatch, Systems: devicesSystems})
 			}
 		}
 		for _, m := range paperModels {
@@ -115,7 +116,7 @@ func Suite(name string) ([]Case, error) {
 				if err != nil {
 					return nil, err
 				}
-				cases = append(cases, Case{Model: m, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
+				cases = append(cases, Case{Model: m, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: devicesSystems})
 			}
 		}
 		// And modern-24 at the modern suite's batches.
@@ -128,7 +129,7 @@ func Suite(name string) ([]Case, error) {
 			if m == "gpt2" {
 				batch = n
 			}
-			cases = append(cases, Case{Model: m, Cluster: devicesModernCluster, Batch: batch, Systems: []string{SystemDPEV, SystemDPCP, SystemHAPDevices}})
+			cases = append(cases, Case{Model: m, Cluster: devicesModernCluster, Batch: batch, Systems: devicesSystems})
 		}
 	default:
 		return nil, fmt.Errorf("%w %q (want one of %v)", ErrUnknownSuite, name, SuiteNames())
