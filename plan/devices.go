@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"hap/cluster"
@@ -26,19 +28,33 @@ import (
 // No share of work makes up for a collective over the slow network, so the
 // encoding, whose every collective spans every device, cannot express the
 // faster plan. SynthesizeOnDevices therefore also plans on sub-clusters,
-// where a screen that costs milliseconds says they could win:
+// where two screens say they could win:
 //
-//	whole cluster ──Synthesize──► the incumbent
-//	each candidate set (one device, one machine, of each kind of machine),
-//	in order of its work bound:
+//	every set weighed: the whole cluster, and each candidate set (one
+//	device, one machine, every machine of a GPU type, …)
+//	    the work screen (milliseconds): memory, and the work bound
+//	    the transport screen (seconds; several sets at once): the LP bound
+//	in order of the higher bound, lowest first:
 //	    too little memory together to hold the model  ──► skipped
-//	    work bound ≥ the incumbent's step             ──► skipped: no plan on it is faster
-//	    otherwise ──Synthesize on it──► a faster plan is the incumbent
+//	    a bound ≥ the best plan's step                 ──► skipped: no plan on it is faster
+//	    otherwise ──Synthesize on it──► a faster plan is the best
 //
 // The work bound (solve.Ideal) is the step of the ideal plan on the set:
 // every op split in the best proportions for its GPUs, communication
-// free. It holds for every plan on the set, so a skipped set is proven no
-// faster; the sets planned get the search a whole cluster gets.
+// free. The transport LP's bound (solve.TransportFor) is the relaxation
+// of the joint MILP that bounds a plan's step beside its search, and it
+// counts communication: where the network is slow it is near the set's
+// best plan, and far above the work bound. Both bound the planner's
+// estimate of every plan on the set, so a skipped set is proven no faster;
+// the sets searched get the search a whole cluster gets, and their
+// transport bound is not solved twice.
+//
+// Searching the most promising set first is what makes the screens pay:
+// bert-base at its batch of 32 on paper-64 plans in 8.6 s on one V100
+// machine, its transport bound ruling out every device (0.714 s, against
+// 0.032 s), the P100s and the V100s together. Searched from the whole
+// cluster down, with the work bound alone (which rules out none of them),
+// the three searches took 21 s of 29 s.
 //
 // The candidates, widest search last (each includes the one before):
 //
@@ -61,7 +77,8 @@ import (
 //     cluster, whose plans rarely beat it by much.
 //
 // The multi-machine sets' work bounds are far below their plans (their
-// communication decides the step), so the screen passes most of them.
+// communication decides the step), so the work screen passes most of
+// them; their transport bounds are what rule them out.
 
 // DeviceSearch says which sets of devices SynthesizeOnDevices weighs.
 type DeviceSearch string
@@ -136,6 +153,10 @@ const (
 	// DeviceSetMemory: not searched, its devices together holding less
 	// than the model needs (NeedBytes, UsableBytes).
 	DeviceSetMemory = "memory"
+	// DeviceSetTransportBound: not searched, its transport LP's bound
+	// (Bound), which counts the communication a plan on it must do, being
+	// no shorter than a plan already found.
+	DeviceSetTransportBound = "transport bound"
 	// DeviceSetTimeLimit: not searched, the time limit spent.
 	DeviceSetTimeLimit = "time limit"
 )
@@ -155,8 +176,9 @@ type DeviceSet struct {
 	// of more GPUs, each with less to compute, can step slower.
 	ComputeSeconds float64 `json:"compute_seconds,omitempty"`
 	// Bound is the search's proven bound on the set's plans (planned), or
-	// its work bound (work bound, and no plan or time limit, which prove
-	// no more); absent for memory, where no plan fits.
+	// its screens' (work bound, transport bound; and no plan or time
+	// limit, which prove no more: the higher of the two); absent for
+	// memory, where no plan fits.
 	Bound float64 `json:"bound,omitempty"`
 	// NeedBytes and UsableBytes are what the model needs at least over
 	// all devices and what the set's devices can hold together (memory).
@@ -169,20 +191,21 @@ type DeviceSet struct {
 }
 
 // subsetTimeShare: under a time limit D, the device search takes at most
-// D + D/subsetTimeShare in all. The whole cluster's search may take all of
-// D when no other set can hold the model (a screen that passes nothing
-// costs nothing), and half of D otherwise (wholeTimeShare); the sets then
-// share what is left, each searched given an equal part of it with the
-// sets still in the running (those that fit, with a work bound below the
-// best plan so far). Given all of it, the first set searched ran to the
-// deadline and left none: ViT on paper-16 at batch 512 under
-// --time-limit 20s searched the twelve P100s for the rest and skipped the
-// four V100s, whose plan is 26% faster.
+// D + D/subsetTimeShare in all. The transport screen stops after
+// D/subsetTimeShare (its LPs then bound the step by what their duals
+// prove). The first set searched, the likeliest to win, may take all that
+// is left when no other set is in the running, and D/firstTimeShare
+// otherwise; the sets after it share what is left, each searched given an
+// equal part of it with the sets still in the running (those that fit,
+// with a bound below the best plan so far). Given all of it, the first set
+// searched ran to the deadline and left none: ViT on paper-16 at batch
+// 512 under --time-limit 20s searched the twelve P100s for the rest and
+// skipped the four V100s, whose plan is 26% faster.
 const subsetTimeShare = 4
 
-// wholeTimeShare: under a time limit D, the whole cluster's search takes
-// D/wholeTimeShare when another set could hold the model.
-const wholeTimeShare = 2
+// firstTimeShare: under a time limit D, the first set searched takes
+// D/firstTimeShare when another set is still in the running.
+const firstTimeShare = 2
 
 // minSubsetShare: under a time limit D, a set is searched only when its
 // part of the time left is at least D/minSubsetShare; otherwise it is
@@ -191,7 +214,7 @@ const wholeTimeShare = 2
 const minSubsetShare = 16
 
 // SynthesizeOnDevices is Synthesize over the whole cluster and over the
-// sets of its devices that search weighs and the screen keeps (this file's
+// sets of its devices that search weighs and the screens keep (this file's
 // comment): the fastest plan found, on the devices it names
 // (ClusterRef.Use, absent when it is the whole cluster). The plan records
 // every set weighed (Solver.DeviceSets) when there was more than one. in
@@ -201,6 +224,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
 	}
+	began := time.Now()
 	screen := newDeviceScreen(in, opt)
 	// One device of each GPU type, for the types' ranking: its work bound
 	// is how long the model takes on that GPU.
@@ -223,99 +247,105 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			fmt.Fprintf(opt.Progress, "hap plan: device search: "+format+"\n", args...)
 		}
 	}
-	all := make([]int, in.Cluster.NumDevices())
-	for d := range all {
-		all[d] = d
-	}
-	wholeSet := DeviceSet{Use: all, Summary: in.Cluster.Summary()}
+	all := allDevices(in.Cluster.NumDevices())
 	var deadline time.Time
 	if opt.TimeLimit > 0 {
-		deadline = time.Now().Add(opt.TimeLimit + opt.TimeLimit/subsetTimeShare)
+		deadline = began.Add(opt.TimeLimit + opt.TimeLimit/subsetTimeShare)
 	}
 
-	// Screen every candidate (milliseconds each); they are searched after
-	// the whole cluster, from the lowest work bound up: the first found may
-	// rule out the rest.
-	type screened struct {
-		in    *Inputs
-		set   DeviceSet
-		ideal solve.Ideal
-	}
-	var queue []screened
-	for _, use := range cands {
+	// The work screen: every set, the whole cluster first (milliseconds
+	// each).
+	queue := make([]screenedSet, 0, 1+len(cands))
+	for _, use := range append([][]int{all}, cands...) {
 		sub, ideal, err := screen.on(ctx, use)
 		if err != nil {
 			return nil, err
 		}
-		queue = append(queue, screened{sub, DeviceSet{Use: use, Summary: sub.Cluster.Summary()}, ideal})
+		if len(use) == len(all) {
+			sub = in // the plan names no devices, as Synthesize's does
+		}
+		queue = append(queue, screenedSet{in: sub, set: DeviceSet{Use: use, Summary: sub.Cluster.Summary()}, ideal: ideal})
 	}
-	slices.SortStableFunc(queue, func(a, b screened) int { return cmp.Compare(a.ideal.WorkBound, b.ideal.WorkBound) })
+	// The transport screen (seconds each), then the searches, from the
+	// lowest bound up: the plans found first rule out the most.
+	say("bounding the step on %d sets of devices (transport LP)", len(queue))
+	if err := screen.transport(ctx, queue, opt); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(queue, func(a, b screenedSet) int {
+		if a.ideal.Fits() != b.ideal.Fits() {
+			return boolOrder(b.ideal.Fits()) - boolOrder(a.ideal.Fits()) // too small last
+		}
+		return cmp.Compare(a.bound(), b.bound())
+	})
 	// inTheRunning counts the sets from queue[i] on that could still be
-	// searched: those that hold the model, with a work bound below the
-	// best plan so far.
+	// searched: those that hold the model, with a bound below the best
+	// plan so far.
 	inTheRunning := func(i int, best *Plan) int {
 		n := 0
 		for _, q := range queue[i:] {
-			if q.ideal.Fits() && (best == nil || q.ideal.WorkBound < best.Cost.StepSeconds) {
+			if q.ideal.Fits() && (best == nil || q.bound() < best.Cost.StepSeconds) {
 				n++
 			}
 		}
 		return n
 	}
 
-	wholeOpt := opt
-	if opt.TimeLimit > 0 && inTheRunning(0, nil) > 0 {
-		wholeOpt.TimeLimit = opt.TimeLimit / wholeTimeShare
-	}
-	best, whyNot := Synthesize(ctx, in, wholeOpt)
-	switch {
-	case errors.Is(whyNot, solve.ErrNoPlan):
-		_, ideal, err := screen.on(ctx, all)
-		if err != nil {
-			return nil, err
-		}
-		wholeSet.Outcome, wholeSet.Why, wholeSet.Bound = DeviceSetNoPlan, whyNot.Error(), ideal.WorkBound
-		if !ideal.Fits() {
-			wholeSet.Outcome, wholeSet.Bound, wholeSet.NeedBytes, wholeSet.UsableBytes = DeviceSetMemory, 0, ideal.Need, ideal.Usable
-		}
-	case whyNot != nil:
-		return nil, whyNot
-	default:
-		wholeSet.Outcome, wholeSet.StepSeconds, wholeSet.ComputeSeconds, wholeSet.Bound = DeviceSetPlanned, best.Cost.StepSeconds, mostCompute(best), best.Solver.Bound
-	}
-	sets := []DeviceSet{wholeSet}
-	chosen := 0
-	seconds := 0.0
-	if best != nil {
-		seconds = best.Solver.Seconds
-	}
-
+	var (
+		best     *Plan
+		whyNot   error // the whole cluster's search's, when it found no plan
+		sets     []DeviceSet
+		chosen   int
+		searched int
+		seconds  = time.Since(began).Seconds() // the screens'
+	)
 	for i, q := range queue {
-		set := q.set
+		set, whole := q.set, q.in == in
 		switch {
 		case !q.ideal.Fits():
 			set.Outcome, set.NeedBytes, set.UsableBytes = DeviceSetMemory, q.ideal.Need, q.ideal.Usable
-		case best != nil && q.ideal.WorkBound >= best.Cost.StepSeconds:
+		case best != nil && q.bound() >= best.Cost.StepSeconds:
+			// The higher of the two bounds says the more.
 			set.Outcome, set.Bound = DeviceSetWorkBound, q.ideal.WorkBound
-		case opt.TimeLimit > 0 && time.Until(deadline)/time.Duration(inTheRunning(i, best)) < opt.TimeLimit/minSubsetShare:
-			set.Outcome, set.Bound = DeviceSetTimeLimit, q.ideal.WorkBound
+			if q.lpOK && q.lp.Seconds > q.ideal.WorkBound*(1+boundsMeet) {
+				set.Outcome, set.Bound = DeviceSetTransportBound, q.lp.Seconds
+			}
+		case opt.TimeLimit > 0 && searched > 0 && time.Until(deadline)/time.Duration(inTheRunning(i, best)) < opt.TimeLimit/minSubsetShare:
+			set.Outcome, set.Bound = DeviceSetTimeLimit, q.bound()
 		default:
 			incumbent := "none"
 			if best != nil {
 				incumbent = secs(best.Cost.StepSeconds)
 			}
-			say("%s (devices %s): work bound %s, below the best plan's %s: searching it", set.Summary, DeviceList(set.Use), secs(q.ideal.WorkBound), incumbent)
+			say("%s (devices %s): bound %s, below the best plan's %s: searching it", set.Summary, DeviceList(set.Use), secs(q.bound()), incumbent)
 			sub := opt
-			sub.Paper, sub.Simulated = nil, nil // the whole cluster's
-			if opt.TimeLimit > 0 {
-				sub.TimeLimit = time.Until(deadline) / time.Duration(inTheRunning(i, best))
+			if !whole {
+				sub.Paper, sub.Simulated = nil, nil // the whole cluster's
 			}
+			if q.lpOK {
+				sub.bound = &q.lp
+			}
+			if opt.TimeLimit > 0 {
+				// The first set searched, the likeliest to win, gets a
+				// share of its own; the rest share what is left.
+				sub.TimeLimit = time.Until(deadline) / time.Duration(inTheRunning(i, best))
+				if searched == 0 && inTheRunning(i, best) > 1 {
+					sub.TimeLimit = opt.TimeLimit / firstTimeShare
+				}
+			}
+			searched++
 			pl, err := Synthesize(ctx, q.in, sub)
 			if errors.Is(err, solve.ErrNoPlan) {
-				set.Outcome, set.Why, set.Bound = DeviceSetNoPlan, err.Error(), q.ideal.WorkBound
+				set.Outcome, set.Why, set.Bound = DeviceSetNoPlan, err.Error(), q.bound()
+				if whole {
+					whyNot = err
+				}
 				break
 			}
 			if err != nil {
+				if whole {
+					return nil, err
+				}
 				return nil, fmt.Errorf("device search: devices %v: %w", set.Use, err)
 			}
 			seconds += pl.Solver.Seconds
@@ -327,6 +357,11 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		sets = append(sets, set)
 	}
 	if best == nil {
+		if whyNot == nil {
+			// The whole cluster was not searched (too little memory):
+			// its search says what does not fit, and where.
+			_, whyNot = Synthesize(ctx, in, opt)
+		}
 		return nil, whyNot
 	}
 	sets[chosen].Chosen = true
@@ -335,8 +370,8 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	if opt.WallTime {
 		best.Solver.Seconds = seconds
 	}
-	if chosen != 0 {
-		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, DeviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets[0]))
+	if len(best.Cluster.Use) > 0 {
+		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, DeviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets, len(all)))
 	}
 	return best, nil
 }
@@ -344,10 +379,11 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 // DevicesBound is what the device search proves over every plan on the
 // sets it weighed (sets, Solver.DeviceSets): none steps in less than
 // bound, the least of the sets' bounds — each set's search's proven bound,
-// or for a set not searched its work bound, or for one that cannot hold
-// the model none (a work LP that failed bounds nothing: 0). ok is false
-// when every set is too small to hold the model. A plan whose step meets it is the fastest on any set weighed;
-// it says nothing of the sets not weighed.
+// or for a set not searched its screens' (the higher of its work and
+// transport bounds), or for one that cannot hold the model none (a work
+// LP that failed bounds nothing: 0). ok is false when every set is too
+// small to hold the model. A plan whose estimate meets it is the fastest
+// on any set weighed; it says nothing of the sets not weighed.
 func DevicesBound(sets []DeviceSet) (bound float64, ok bool) {
 	for _, s := range sets {
 		if s.Outcome == DeviceSetMemory {
@@ -398,6 +434,99 @@ func (s *deviceScreen) on(ctx context.Context, use []int) (*Inputs, solve.Ideal,
 	return sub, ideal, nil
 }
 
+// screenedSet is a set of devices the device search weighs, with what
+// its screens found.
+type screenedSet struct {
+	in    *Inputs // narrowed to the set; the whole cluster's own for it
+	set   DeviceSet
+	ideal solve.Ideal
+	// lp is the set's transport LP bound, when lpOK (deviceScreen.transport).
+	lp   solve.LPBound
+	lpOK bool
+}
+
+// bound is the most q's screens prove: no plan on the set steps in less.
+func (q *screenedSet) bound() float64 {
+	if q.lpOK {
+		return max(q.lp.Seconds, q.ideal.WorkBound)
+	}
+	return q.ideal.WorkBound
+}
+
+// boundsMeet is the relative difference under which a set's transport
+// and work bounds are the same: where a set communicates nothing (one
+// device) the two LPs have the same optimum, but for their solves'
+// tolerances (1e-7 of values near 1), and the work bound names it.
+const boundsMeet = 1e-6
+
+// transportWorkers is how many transport LPs the screen solves at once,
+// each in a child process: up to the cores, and no more than a few, each
+// holding a model of megabytes.
+const transportWorkers = 4
+
+// transport solves the transport LP (solve.TransportFor) of each set in
+// queue that can hold the model, several at a time, under opt's encoding
+// options (an untied search is bounded over untied plans). Under a time
+// limit D the screen stops after D/subsetTimeShare: an LP stopped then
+// bounds the step by what its duals prove, and one not started by nothing
+// (its work bound stands).
+func (s *deviceScreen) transport(ctx context.Context, queue []screenedSet, opt SynthOptions) error {
+	so := solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices, AnyOrderBound: opt.AnyOrderBound}
+	var stop time.Time
+	if opt.TimeLimit > 0 {
+		stop = time.Now().Add(opt.TimeLimit / subsetTimeShare)
+	}
+	errs := make([]error, len(queue))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(transportWorkers, runtime.NumCPU(), len(queue)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				q := &queue[i]
+				lpOpt := so
+				if !stop.IsZero() {
+					if lpOpt.TimeLimit = time.Until(stop); lpOpt.TimeLimit <= 0 {
+						continue
+					}
+				}
+				m, err := cost.New(q.in.Cluster, cost.Options{})
+				if err != nil {
+					errs[i] = fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
+					continue
+				}
+				q.lp, q.lpOK, errs[i] = solve.TransportFor(ctx, q.in.Graph, m, lpOpt)
+			}
+		}()
+	}
+	for i := range queue {
+		if queue[i].ideal.Fits() {
+			work <- i
+		}
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// boolOrder is 1 for true, 0 for false.
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// allDevices lists the devices of a cluster of n.
+func allDevices(n int) []int {
+	all := make([]int, n)
+	for d := range all {
+		all[d] = d
+	}
+	return all
+}
+
 // mostCompute is the most compute any device of pl does.
 func mostCompute(pl *Plan) float64 {
 	most := 0.0
@@ -407,10 +536,19 @@ func mostCompute(pl *Plan) float64 {
 	return most
 }
 
-// wholeStep describes the whole cluster's outcome for a progress line.
-func wholeStep(s DeviceSet) string {
-	if s.Outcome == DeviceSetPlanned {
-		return secs(s.StepSeconds)
+// wholeStep describes the whole cluster's outcome among sets, of a
+// cluster of n devices, for a progress line.
+func wholeStep(sets []DeviceSet, n int) string {
+	for _, s := range sets {
+		if len(s.Use) != n {
+			continue
+		}
+		switch s.Outcome {
+		case DeviceSetPlanned:
+			return secs(s.StepSeconds)
+		case DeviceSetWorkBound, DeviceSetTransportBound:
+			return "no less than " + secs(s.Bound)
+		}
 	}
 	return "no plan"
 }

@@ -67,6 +67,10 @@ type SynthOptions struct {
 	// (solve.Options.BoundLPs): a higher proven bound where the LP mixes
 	// rules, at about the LP's time for each. The plan records it.
 	BoundLPs int
+	// bound is the transport LP's bound the device search's screen solved
+	// for these inputs (solve.Options.Bound), which the tied search then
+	// need not solve again.
+	bound *solve.LPBound
 }
 
 // Untie says which of the joint MILP's ties SynthOptions lifts.
@@ -194,6 +198,10 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
 		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
 			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound, BoundLPs: opt.BoundLPs}
+		if fraction == opt.MemoryFraction {
+			// Solved again under a smaller share, the encoding differs.
+			so.Bound = opt.bound
+		}
 		if !opt.Untie.Any() {
 			return solve.Synthesize(ctx, in.Graph, m, so)
 		}

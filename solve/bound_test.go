@@ -2,6 +2,7 @@ package solve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -559,4 +560,50 @@ func encodedWithStarts(t *testing.T, model string, opt models.Options, clusterNa
 		}
 	}
 	return e, seeds
+}
+
+// TransportFor solves the LP Synthesize solves beside its search (the same
+// bound), and given it as Options.Bound, Synthesize takes it rather than
+// solve the LP again: the same plan and bound, and no bound LP solved.
+// Asked for another form (branching; the other order), it solves its own.
+func TestTransportForIsSynthesizesBound(t *testing.T) {
+	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
+	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c)}
+	lp, ok, err := TransportFor(context.Background(), g, m, opt)
+	if err != nil || !ok || lp.Stopped || lp.AnyOrder {
+		t.Fatalf("TransportFor: %+v, %v, %v", lp, ok, err)
+	}
+	own, err := Synthesize(context.Background(), g, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.BoundBy != BoundTransportLP || math.Abs(own.Bound-lp.Seconds) > exactTolerance*own.Bound {
+		t.Fatalf("Synthesize's bound %g s by %v, TransportFor's %g s: want the same LP's", own.Bound, own.BoundBy, lp.Seconds)
+	}
+	counted := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
+		return nil, errors.New("the bound LP was solved again")
+	}}
+	given := opt
+	given.Bound, given.BoundSolver = &lp, counted
+	res, err := Synthesize(context.Background(), g, m, given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counted.calls != 0 || res.Objective != own.Objective || res.Bound != lp.Seconds || res.BoundBy != BoundTransportLP {
+		t.Errorf("given the bound: %d LPs solved, plan %g s, bound %g s by %v; want none, %g s, %g s by the transport LP", counted.calls, res.Objective, res.Bound, res.BoundBy, own.Objective, lp.Seconds)
+	}
+	for _, other := range []func(*Options){
+		func(o *Options) { o.BoundLPs = 2 },
+		func(o *Options) { o.AnyOrderBound = true },
+	} {
+		o := given
+		other(&o)
+		counted.calls = 0
+		if _, err := Synthesize(context.Background(), g, m, o); err != nil {
+			t.Fatal(err)
+		}
+		if counted.calls == 0 {
+			t.Errorf("BoundLPs %d, any order %v: the given bound was taken for another form of the LP", o.BoundLPs, o.AnyOrderBound)
+		}
+	}
 }

@@ -31,15 +31,22 @@ func (i Ideal) Fits() bool { return i.Need <= i.Usable }
 
 // IdealFor encodes g for m's cluster and returns its Ideal: milliseconds
 // to a second on full-size models, against seconds to minutes for a
-// Synthesize. Only opt's Optimizer, MemoryFraction and Segments matter.
+// Synthesize. Only opt's Optimizer, MemoryFraction, Segments, NoTie,
+// NoGroup and NoAllToAll matter (the encoding's options).
 func IdealFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (Ideal, error) {
-	segs := opt.Segments
-	if segs == nil {
-		segs = CandidateSegments(g)
-	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, MemoryFraction: opt.MemoryFraction})
+	e, err := opt.encode(g, m)
 	if err != nil {
 		return Ideal{}, err
 	}
 	return Ideal{Need: e.MinimumTotalMemory(), Usable: usableMemory(e), WorkBound: workBound(ctx, e)}, nil
+}
+
+// encode is g's encoding for m's cluster under opt's encoding options,
+// over opt's segments or the candidate segments.
+func (opt Options) encode(g *ir.Graph, m *cost.Model) (*encode.Encoding, error) {
+	segs := opt.Segments
+	if segs == nil {
+		segs = CandidateSegments(g)
+	}
+	return encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, MemoryFraction: opt.MemoryFraction})
 }

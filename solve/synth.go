@@ -74,6 +74,12 @@ type Options struct {
 	// a higher bound, at about the LP's time for each. It counts LPs, not
 	// seconds, so the plan stays the same on any machine.
 	BoundLPs int
+	// Bound, when set, is the transport LP's bound already solved for this
+	// graph and cluster under these options (TransportFor: the device
+	// search's screen). Synthesize takes it rather than solve the same LP
+	// again, unless it asks for another form: the memory rows (a start near
+	// the memory), branching (BoundLPs), or the other order (AnyOrderBound).
+	Bound *LPBound
 }
 
 // Result is a synthesized program and how it was found.
@@ -126,11 +132,7 @@ var ErrNoPlan = errors.New("no plan fits")
 // encoding's step time, jointly, as one MILP.
 func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*Result, error) {
 	start := time.Now()
-	segs := opt.Segments
-	if segs == nil {
-		segs = CandidateSegments(g)
-	}
-	e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, MemoryFraction: opt.MemoryFraction})
+	e, err := opt.encode(g, m)
 	if err != nil {
 		return nil, err
 	}
@@ -211,10 +213,13 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// polished one's, as the joint MILP's model does.
 	var bound *pendingBound
 	if seed != nil && (opt.NodeLimit > 0 || opt.TimeLimit > 0) || opt.AnyOrderBound {
-		bctx, cancel := context.WithCancel(ctx)
-		defer cancel() // on an early return, its child process goes too
-		bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: seed != nil && nearMemory(e, seed), AnyOrder: opt.AnyOrderBound}, opt.BoundLPs, seed, opt.BoundSolver,
-			deadline, graceFor(opt.TimeLimit))
+		memory := seed != nil && nearMemory(e, seed)
+		if bound = opt.Bound.reuse(opt, memory); bound == nil {
+			bctx, cancel := context.WithCancel(ctx)
+			defer cancel() // on an early return, its child process goes too
+			bound = startBound(bctx, e, limit, encode.BoundOptions{Memory: memory, AnyOrder: opt.AnyOrderBound}, opt.BoundLPs, seed, opt.BoundSolver,
+				deadline, graceFor(opt.TimeLimit))
+		}
 	}
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {

@@ -282,6 +282,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "  (in the order searched, from the lowest bound up: a set is not searched once a plan found is no slower than its bound)\n")
 	if slices.ContainsFunc(sets, func(s plan.DeviceSet) bool { return s.ComputeSeconds > 0 }) {
 		fmt.Fprintf(w, "  (compute: the busiest device's compute in that set's plan; the rest of its step is communication not hidden behind it, and waiting)\n")
 	}
@@ -314,6 +315,8 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 		return fmt.Sprintf("planned: step %s%s, proven bound %s", durationIn(s.StepSeconds, step), compute, durationIn(s.Bound, step))
 	case plan.DeviceSetWorkBound:
 		return fmt.Sprintf("not searched: no plan on it beats %s, its ideal compute time", durationIn(s.Bound, step))
+	case plan.DeviceSetTransportBound:
+		return fmt.Sprintf("not searched: no plan on it beats %s, its transport LP bound (communication counted)", durationIn(s.Bound, step))
 	case plan.DeviceSetMemory:
 		unit, per := cost.ByteUnit(max(s.NeedBytes, s.UsableBytes))
 		return fmt.Sprintf("not searched: the model needs %.4g %s, the devices can use %.4g %s", s.NeedBytes*per, unit, s.UsableBytes*per, unit)

@@ -798,7 +798,8 @@ func TestPlanBoundLPs(t *testing.T) {
 
 // hap plan searches the devices too: mlp at its batch of 32 on paper-8
 // runs on one V100 (nothing crosses the 10 Gb/s network), the plan says
-// so, explain reports every set weighed and names the idle devices, and
+// so, explain reports every set weighed (the multi-machine ones ruled out
+// by their transport LP bounds, unsearched) and names the idle devices, and
 // simulate and verify run it on its device; --devices all plans on all
 // eight.
 func TestPlanSearchesDevices(t *testing.T) {
@@ -820,13 +821,16 @@ func TestPlanSearchesDevices(t *testing.T) {
 	for _, want := range []string{
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
 		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
-		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  planned: step ",
+		// Every device: the transport LP's bound, counting the 10 Gb/s
+		// network, is ten times the plan on one V100.
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.771 ms, its transport LP bound (communication counted)",
 		"  ← the plan",
-		"not searched: no plan on it beats ",
+		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
+		"(in the order searched, from the lowest bound up:",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
 		// The V100s together, a set of one GPU type (--devices types).
-		"0–1      2 × V100-SXM2-16GB on 2 nodes                       planned: step ",
+		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.4593 ms, its transport LP bound",
 		"No plan on any set weighed is faster: the least of their bounds, 0.1651 ms, is this plan's estimate.",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
