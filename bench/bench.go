@@ -93,8 +93,9 @@ type Row struct {
 	Chosen string `json:"chosen,omitempty"`
 	// Uses says which devices a hap-devices plan runs on when not every
 	// one ("1 × V100-SXM2-16GB on 1 node (devices 0)"), and
-	// AllDevicesStep is then the step of the search's plan on every
-	// device (0 when it found none).
+	// AllDevicesStep is then the step of the plan on every device: the
+	// search's, or where the search ruled every device out unsearched,
+	// the case's hap row's (0 when neither planned it).
 	Uses           string  `json:"uses,omitempty"`
 	AllDevicesStep float64 `json:"all_devices_step_seconds,omitempty"`
 }
@@ -204,10 +205,20 @@ func RunCase(ctx context.Context, c Case, opt Options) ([]Row, error) {
 		opt.say("%s on %s: %-9s %s", c.Model, c.Cluster, sys, describe(r))
 		rows = append(rows, r)
 	}
-	var dpev float64
+	var dpev, hap float64
 	for _, r := range rows {
-		if r.System == SystemDPEV {
+		switch r.System {
+		case SystemDPEV:
 			dpev = r.StepSeconds
+		case SystemHAP:
+			hap = r.StepSeconds
+		}
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Uses != "" && r.AllDevicesStep == 0 {
+			// The device search ruled out every device unsearched (by
+			// its transport bound): the hap row planned them.
+			r.AllDevicesStep = hap
 		}
 	}
 	for i := range rows {
@@ -292,11 +303,13 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		r.StepSeconds = pl.Cost.StepSeconds
 		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
 		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
-		for _, set := range pl.Solver.DeviceSets {
-			if set.Chosen && pl.Cluster.Use != nil {
-				r.Uses = set.Summary
-				if whole := pl.Solver.DeviceSets[0]; whole.Outcome == plan.DeviceSetPlanned {
-					r.AllDevicesStep = whole.StepSeconds
+		if pl.Cluster.Use != nil {
+			for _, set := range pl.Solver.DeviceSets {
+				switch {
+				case set.Chosen:
+					r.Uses = set.Summary
+				case len(set.Use) == in.Cluster.NumDevices() && set.Outcome == plan.DeviceSetPlanned:
+					r.AllDevicesStep = set.StepSeconds
 				}
 			}
 		}

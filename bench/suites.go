@@ -58,8 +58,8 @@ const devicesBatch = 32
 //   - devices: the device search (hap plan's default, hap-devices) at the
 //     zoo's batch of 32 on paper-8, paper-16 and modern-24, and at the
 //     paper suite's batches (32 × GPUs) for its models on paper-8 to
-//     paper-64, and the modern suite's on modern-24, beside dp-ev and
-//     dp-cp on every device.
+//     paper-64, and the modern suite's on modern-24, beside dp-ev, dp-cp
+//     and hap on every device.
 func Suite(name string) ([]Case, error) {
 	var cases []Case
 	switch name {
@@ -104,7 +104,9 @@ func Suite(name string) ([]Case, error) {
 			cases = append(cases, Case{Model: scalingDevicesModel, Cluster: c, Batch: PaperBatchPerGPU * n, Systems: sys})
 		}
 	case SuiteDevices:
-		devicesSystems := []string{SystemDPEV, SystemDPCP, SystemHAPDevices}
+		// hap plans on every device, as the HAP paper does: the search's
+		// plan and its planning time beside it.
+		devicesSystems := []string{SystemDPEV, SystemDPCP, SystemHAP, SystemHAPDevices}
 		for _, m := range devicesModels {
 			for _, c := range devicesClusters {
 				cases = append(cases, Case{Model: m, Cluster: c, Batch: devicesBatch, Systems: devicesSystems})
