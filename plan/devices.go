@@ -5,11 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"hap/cluster"
@@ -32,11 +31,13 @@ import (
 //
 //	every set weighed: the whole cluster, and each candidate set (one
 //	device, one machine, every machine of a GPU type, …)
-//	    the work screen (milliseconds): memory, and the work bound
-//	    the transport screen (seconds; several sets at once): the LP bound
-//	in order of the higher bound, lowest first:
-//	    too little memory together to hold the model  ──► skipped
-//	    a bound ≥ the best plan's step                 ──► skipped: no plan on it is faster
+//	    the work screen (milliseconds): memory, the work bound, and the
+//	    step of the cheapest hand-written plan (dp-cp, megatron, …)
+//	in that plan's order, the likeliest to win first:
+//	    too little memory together to hold the model   ──► skipped
+//	    work bound ≥ the best plan's step               ──► skipped: no plan on it is faster
+//	    the transport screen (seconds): the LP bound
+//	        ≥ the best plan's step                       ──► skipped: no plan on it is faster
 //	    otherwise ──Synthesize on it──► a faster plan is the best
 //
 // The work bound (solve.Ideal) is the step of the ideal plan on the set:
@@ -47,12 +48,15 @@ import (
 // best plan, and far above the work bound. Both bound the planner's
 // estimate of every plan on the set, so a skipped set is proven no faster;
 // the sets searched get the search a whole cluster gets, and their
-// transport bound is not solved twice.
+// transport bound is not solved twice. The first set searched needs no
+// screen (there is no plan to beat), and solves its LP beside its search.
 //
-// Searching the most promising set first is what makes the screens pay:
-// bert-base at its batch of 32 on paper-64 plans in 8.6 s on one V100
-// machine, its transport bound ruling out every device (0.714 s, against
-// 0.032 s), the P100s and the V100s together. Searched from the whole
+// Searching the likeliest set first is what makes the screens pay: a
+// hand-written plan's step is a promise its search keeps (the search
+// starts from it), and cheap to price. bert-base at its batch of 32 on
+// paper-64 plans in 8.8 s on one V100 machine, whose dp-cp promises
+// 0.04 s, its plan then ruling out by their transport bounds every device
+// (0.714 s), the P100s and the V100s together. Searched from the whole
 // cluster down, with the work bound alone (which rules out none of them),
 // the three searches took 21 s of 29 s.
 //
@@ -266,18 +270,8 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		}
 		queue = append(queue, screenedSet{in: sub, set: DeviceSet{Use: use, Summary: sub.Cluster.Summary()}, ideal: ideal})
 	}
-	// The transport screen (seconds each), then the searches, from the
-	// lowest bound up: the plans found first rule out the most.
-	say("bounding the step on %d sets of devices (transport LP)", len(queue))
-	if err := screen.transport(ctx, queue, opt); err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(queue, func(a, b screenedSet) int {
-		if a.ideal.Fits() != b.ideal.Fits() {
-			return boolOrder(b.ideal.Fits()) - boolOrder(a.ideal.Fits()) // too small last
-		}
-		return cmp.Compare(a.bound(), b.bound())
-	})
+	// The likeliest to win first: the plan found first rules out the most.
+	slices.SortStableFunc(queue, searchOrder)
 	// inTheRunning counts the sets from queue[i] on that could still be
 	// searched: those that hold the model, with a bound below the best
 	// plan so far.
@@ -290,6 +284,16 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		}
 		return n
 	}
+	// share is the time set i may take under a time limit: the first set
+	// searched, while others are in the running, D/firstTimeShare; the
+	// others an equal part of what is left with those in the running.
+	share := func(i int, best *Plan, searched int) time.Duration {
+		n := inTheRunning(i, best)
+		if searched == 0 && n > 1 {
+			return opt.TimeLimit / firstTimeShare
+		}
+		return time.Until(deadline) / time.Duration(max(n, 1))
+	}
 
 	var (
 		best     *Plan
@@ -299,20 +303,31 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		searched int
 		seconds  = time.Since(began).Seconds() // the screens'
 	)
-	for i, q := range queue {
+	for i := range queue {
+		q := &queue[i]
 		set, whole := q.set, q.in == in
 		switch {
 		case !q.ideal.Fits():
 			set.Outcome, set.NeedBytes, set.UsableBytes = DeviceSetMemory, q.ideal.Need, q.ideal.Usable
-		case best != nil && q.bound() >= best.Cost.StepSeconds:
-			// The higher of the two bounds says the more.
+		case best != nil && q.ideal.WorkBound >= best.Cost.StepSeconds:
 			set.Outcome, set.Bound = DeviceSetWorkBound, q.ideal.WorkBound
-			if q.lpOK && q.lp.Seconds > q.ideal.WorkBound*(1+boundsMeet) {
-				set.Outcome, set.Bound = DeviceSetTransportBound, q.lp.Seconds
-			}
-		case opt.TimeLimit > 0 && searched > 0 && time.Until(deadline)/time.Duration(inTheRunning(i, best)) < opt.TimeLimit/minSubsetShare:
+		case opt.TimeLimit > 0 && searched > 0 && share(i, best, searched) < opt.TimeLimit/minSubsetShare:
 			set.Outcome, set.Bound = DeviceSetTimeLimit, q.bound()
 		default:
+			if best != nil {
+				// A plan to beat: the transport screen, which counts the
+				// set's communication (the first set searched solves the
+				// same LP beside its search).
+				began := time.Now()
+				if err := screen.transport(ctx, q, opt, share(i, best, searched)/subsetTimeShare); err != nil {
+					return nil, err
+				}
+				seconds += time.Since(began).Seconds()
+				if q.lpOK && q.lp.Seconds >= best.Cost.StepSeconds {
+					set.Outcome, set.Bound = DeviceSetTransportBound, q.lp.Seconds
+					break
+				}
+			}
 			incumbent := "none"
 			if best != nil {
 				incumbent = secs(best.Cost.StepSeconds)
@@ -326,12 +341,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				sub.bound = &q.lp
 			}
 			if opt.TimeLimit > 0 {
-				// The first set searched, the likeliest to win, gets a
-				// share of its own; the rest share what is left.
-				sub.TimeLimit = time.Until(deadline) / time.Duration(inTheRunning(i, best))
-				if searched == 0 && inTheRunning(i, best) > 1 {
-					sub.TimeLimit = opt.TimeLimit / firstTimeShare
-				}
+				sub.TimeLimit = share(i, best, searched)
 			}
 			searched++
 			pl, err := Synthesize(ctx, q.in, sub)
@@ -426,7 +436,8 @@ func (s *deviceScreen) on(ctx context.Context, use []int) (*Inputs, solve.Ideal,
 	if err != nil {
 		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
 	}
-	ideal, err := solve.IdealFor(ctx, s.in.Graph, m, solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction})
+	_, starts := handWritten(sub)
+	ideal, err := solve.IdealFor(ctx, s.in.Graph, m, solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, Starts: starts})
 	if err != nil {
 		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
 	}
@@ -453,61 +464,44 @@ func (q *screenedSet) bound() float64 {
 	return q.ideal.WorkBound
 }
 
-// boundsMeet is the relative difference under which a set's transport
-// and work bounds are the same: where a set communicates nothing (one
-// device) the two LPs have the same optimum, but for their solves'
-// tolerances (1e-7 of values near 1), and the work bound names it.
-const boundsMeet = 1e-6
-
-// transportWorkers is how many transport LPs the screen solves at once,
-// each in a child process: up to the cores, and no more than a few, each
-// holding a model of megabytes.
-const transportWorkers = 4
-
-// transport solves the transport LP (solve.TransportFor) of each set in
-// queue that can hold the model, several at a time, under opt's encoding
-// options (an untied search is bounded over untied plans). Under a time
-// limit D the screen stops after D/subsetTimeShare: an LP stopped then
-// bounds the step by what its duals prove, and one not started by nothing
-// (its work bound stands).
-func (s *deviceScreen) transport(ctx context.Context, queue []screenedSet, opt SynthOptions) error {
+// transport solves q's transport LP (solve.TransportFor) under opt's
+// encoding options (an untied search is bounded over untied plans), within
+// limit when positive: an LP stopped then bounds the step by what its
+// duals prove.
+func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthOptions, limit time.Duration) error {
+	m, err := cost.New(q.in.Cluster, cost.Options{})
+	if err != nil {
+		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
+	}
 	so := solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices, AnyOrderBound: opt.AnyOrderBound}
-	var stop time.Time
 	if opt.TimeLimit > 0 {
-		stop = time.Now().Add(opt.TimeLimit / subsetTimeShare)
+		so.TimeLimit = max(limit, time.Millisecond)
 	}
-	errs := make([]error, len(queue))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(transportWorkers, runtime.NumCPU(), len(queue)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				q := &queue[i]
-				lpOpt := so
-				if !stop.IsZero() {
-					if lpOpt.TimeLimit = time.Until(stop); lpOpt.TimeLimit <= 0 {
-						continue
-					}
-				}
-				m, err := cost.New(q.in.Cluster, cost.Options{})
-				if err != nil {
-					errs[i] = fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
-					continue
-				}
-				q.lp, q.lpOK, errs[i] = solve.TransportFor(ctx, q.in.Graph, m, lpOpt)
-			}
-		}()
+	q.lp, q.lpOK, err = solve.TransportFor(ctx, q.in.Graph, m, so)
+	if err != nil {
+		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
 	}
-	for i := range queue {
-		if queue[i].ideal.Fits() {
-			work <- i
-		}
+	return nil
+}
+
+// searchOrder orders the sets for the search: those that can hold the
+// model first, the likeliest to win first among them — the lowest step
+// of a hand-written start (solve.Ideal.StartSeconds: a plan the search
+// starts from, so the set's plan is no slower), then the lowest work bound.
+// On a tie the order weighed stands (the whole cluster first).
+func searchOrder(a, b screenedSet) int {
+	if a.ideal.Fits() != b.ideal.Fits() {
+		return boolOrder(b.ideal.Fits()) - boolOrder(a.ideal.Fits()) // too small last
 	}
-	close(work)
-	wg.Wait()
-	return errors.Join(errs...)
+	return cmp.Or(cmp.Compare(a.promise(), b.promise()), cmp.Compare(a.ideal.WorkBound, b.ideal.WorkBound))
+}
+
+// promise is the step q's cheapest start promises, +Inf for none.
+func (q *screenedSet) promise() float64 {
+	if q.ideal.StartSeconds > 0 {
+		return q.ideal.StartSeconds
+	}
+	return math.Inf(1)
 }
 
 // boolOrder is 1 for true, 0 for false.

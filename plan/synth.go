@@ -151,14 +151,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	say("encoding %s (%d ops) for %s", in.Graph.Name, len(in.Graph.Ops), devices)
 	// The hand-written strategies seed the search and stay in the running:
 	// the plan returned is the one the simulator finds fastest.
-	baselines := map[string]*encode.Program{}
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
-			baselines[name] = p
-			starts = append(starts, p)
-		}
-	}
+	baselines, starts := handWritten(in)
 	limit, nodes := opt.TimeLimit, opt.NodeLimit
 	if limit == 0 && nodes == 0 {
 		nodes = DefaultNodeLimit
@@ -290,6 +283,19 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, sim.OverMemory(best.Cost.PerDevice))
 	}
 	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+}
+
+// handWritten builds every hand-written strategy that applies to in, by
+// name and in strategy.Names' order: the search's starts.
+func handWritten(in *Inputs) (byName map[string]*encode.Program, starts []*encode.Program) {
+	byName = map[string]*encode.Program{}
+	for _, name := range strategy.Names() {
+		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
+			byName[name] = p
+			starts = append(starts, p)
+		}
+	}
+	return byName, starts
 }
 
 // untied solves the joint MILP with its ties and then without those u

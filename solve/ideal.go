@@ -24,6 +24,11 @@ type Ideal struct {
 	// (encode.Encoding.WorkLP); 0 when its solve failed, which bounds
 	// nothing.
 	WorkBound float64
+	// StartSeconds is the step of the cheapest of the starts given
+	// (Options.Starts) that fits the memory, as the encoding prices it:
+	// a plan the search would start from, so its best plan is no slower.
+	// 0 when none is given or fits.
+	StartSeconds float64
 }
 
 // Fits reports whether the devices could hold the model at all.
@@ -32,13 +37,20 @@ func (i Ideal) Fits() bool { return i.Need <= i.Usable }
 // IdealFor encodes g for m's cluster and returns its Ideal: milliseconds
 // to a second on full-size models, against seconds to minutes for a
 // Synthesize. Only opt's Optimizer, MemoryFraction, Segments, NoTie,
-// NoGroup and NoAllToAll matter (the encoding's options).
+// NoGroup and NoAllToAll matter (the encoding's options), and Starts.
 func IdealFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (Ideal, error) {
 	e, err := opt.encode(g, m)
 	if err != nil {
 		return Ideal{}, err
 	}
-	return Ideal{Need: e.MinimumTotalMemory(), Usable: usableMemory(e), WorkBound: workBound(ctx, e)}, nil
+	var starts []*encode.Choice
+	for _, p := range opt.Starts {
+		if ch, ok := e.ChoiceOf(p); ok {
+			starts = append(starts, ch)
+		}
+	}
+	_, step := bestStart(e, starts, timelineCost)
+	return Ideal{Need: e.MinimumTotalMemory(), Usable: usableMemory(e), WorkBound: workBound(ctx, e), StartSeconds: step}, nil
 }
 
 // encode is g's encoding for m's cluster under opt's encoding options,

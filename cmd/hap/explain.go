@@ -282,7 +282,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "  (in the order searched, from the lowest bound up: a set is not searched once a plan found is no slower than its bound)\n")
+	fmt.Fprintf(w, "  (in the order searched, the likeliest first, by its best hand-written plan's step; a set is not searched once a plan found is no slower than one of its bounds)\n")
 	if slices.ContainsFunc(sets, func(s plan.DeviceSet) bool { return s.ComputeSeconds > 0 }) {
 		fmt.Fprintf(w, "  (compute: the busiest device's compute in that set's plan; the rest of its step is communication not hidden behind it, and waiting)\n")
 	}

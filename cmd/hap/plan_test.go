@@ -826,7 +826,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.771 ms, its transport LP bound (communication counted)",
 		"  ← the plan",
 		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
-		"(in the order searched, from the lowest bound up:",
+		"(in the order searched, the likeliest first,",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
 		// The V100s together, a set of one GPU type (--devices types).
