@@ -318,11 +318,11 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				// A plan to beat: the transport screen, which counts the
 				// set's communication (the first set searched solves the
 				// same LP beside its search).
-				began := time.Now()
+				screened := time.Now()
 				if err := screen.transport(ctx, q, opt, share(i, best, searched)/subsetTimeShare); err != nil {
 					return nil, err
 				}
-				seconds += time.Since(began).Seconds()
+				seconds += time.Since(screened).Seconds()
 				if q.lpOK && q.lp.Seconds >= best.Cost.StepSeconds {
 					set.Outcome, set.Bound = DeviceSetTransportBound, q.lp.Seconds
 					break
