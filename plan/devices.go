@@ -188,6 +188,10 @@ type DeviceSet struct {
 	// all devices and what the set's devices can hold together (memory).
 	NeedBytes   float64 `json:"need_bytes,omitempty"`
 	UsableBytes float64 `json:"usable_bytes,omitempty"`
+	// CutOff says the transport LP stopped once it proved the set no
+	// faster than the best plan (transport bound): Bound is what it had
+	// proven then, below its optimum.
+	CutOff bool `json:"cut_off,omitempty"`
 	// Why is the search's reason when nothing fits (no plan).
 	Why string `json:"why,omitempty"`
 	// Chosen marks the set the plan runs on.
@@ -319,12 +323,12 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				// set's communication (the first set searched solves the
 				// same LP beside its search).
 				screened := time.Now()
-				if err := screen.transport(ctx, q, opt, share(i, best, searched)/subsetTimeShare); err != nil {
+				if err := screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare); err != nil {
 					return nil, err
 				}
 				seconds += time.Since(screened).Seconds()
 				if q.lpOK && q.lp.Seconds >= best.Cost.StepSeconds {
-					set.Outcome, set.Bound = DeviceSetTransportBound, q.lp.Seconds
+					set.Outcome, set.Bound, set.CutOff = DeviceSetTransportBound, q.lp.Seconds, q.lp.Cut
 					break
 				}
 			}
@@ -465,10 +469,11 @@ func (q *screenedSet) bound() float64 {
 }
 
 // transport solves q's transport LP (solve.TransportFor) under opt's
-// encoding options (an untied search is bounded over untied plans), within
-// limit when positive: an LP stopped then bounds the step by what its
-// duals prove.
-func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthOptions, limit time.Duration) error {
+// encoding options (an untied search is bounded over untied plans), until
+// it proves the set no faster than best seconds (the best plan found), or
+// to its end; within limit when positive: an LP stopped then bounds the
+// step by what its duals prove.
+func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthOptions, best float64, limit time.Duration) error {
 	m, err := cost.New(q.in.Cluster, cost.Options{})
 	if err != nil {
 		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
@@ -477,7 +482,7 @@ func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthO
 	if opt.TimeLimit > 0 {
 		so.TimeLimit = max(limit, time.Millisecond)
 	}
-	q.lp, q.lpOK, err = solve.TransportFor(ctx, q.in.Graph, m, so)
+	q.lp, q.lpOK, err = solve.TransportFor(ctx, q.in.Graph, m, so, q.ideal.StartSeconds, best)
 	if err != nil {
 		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
 	}

@@ -42,6 +42,7 @@ type pendingBound struct {
 	value    float64 // seconds
 	ok       bool
 	stopped  bool // the clock stopped the LP: value is its duals' bound
+	cut      bool // the cutoff stopped the LP: value is its duals' bound, at least the cutoff
 	branches int  // LPs solved after the root's, branching on op classes' rules
 }
 
@@ -62,10 +63,17 @@ type pendingBound struct {
 // with nothing. Its process is killed only grace after stop, should the
 // solver overrun its clock (Clp's is CPU time).
 func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode.BoundOptions, lps int, incumbent *encode.Choice, solver milp.Solver, stop time.Time, grace time.Duration) *pendingBound {
+	return startBoundBelow(ctx, e, limit, 0, o, lps, incumbent, solver, stop, grace)
+}
+
+// startBoundBelow is startBound with a cutoff (seconds; 0: none): the LP
+// stops once its duals prove the step no shorter (milp.Options.Cutoff),
+// with that bound, stopped short of its optimum.
+func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff float64, o encode.BoundOptions, lps int, incumbent *encode.Choice, solver milp.Solver, stop time.Time, grace time.Duration) *pendingBound {
 	if solver == nil {
 		solver = cbc.Solver{Isolated: true}
 	}
-	opt := milp.Options{Threads: 1, DualBoundOnStop: true}
+	opt := milp.Options{Threads: 1, DualBoundOnStop: true, Cutoff: cutoff * encode.MILPTimeUnit}
 	cancel := context.CancelFunc(func() {})
 	if !stop.IsZero() {
 		opt.TimeLimit = max(time.Until(stop), time.Millisecond)
@@ -91,6 +99,10 @@ func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode
 			b.value, b.ok, b.branches = res.Bound/encode.MILPTimeUnit, true, res.Nodes
 		case res.Status == milp.NoSolution && res.StoppedBy == milp.LimitTime && res.Bound > 0 && !math.IsInf(res.Bound, 0):
 			b.value, b.ok, b.stopped = res.Bound/encode.MILPTimeUnit, true, true
+		case res.Status == milp.NoSolution && res.StoppedBy == milp.LimitCutoff && res.Bound > 0:
+			// Past the cutoff (an infeasible LP's bound is +Inf: no plan
+			// at all beats it).
+			b.value, b.ok, b.cut = res.Bound/encode.MILPTimeUnit, true, true
 		}
 	}()
 	return b
@@ -231,7 +243,10 @@ type LPBound struct {
 	Seconds float64
 	// Stopped says the clock stopped the LP: Seconds is what its duals
 	// prove, below its optimum.
-	Stopped  bool
+	Stopped bool
+	// Cut says the cutoff stopped the LP (TransportFor's): Seconds is
+	// what its duals prove, at least the cutoff and at most the optimum.
+	Cut      bool
 	AnyOrder bool
 }
 
@@ -239,14 +254,26 @@ type LPBound struct {
 // the memory rows left out (the form Synthesize solves unless a start
 // comes near the memory): a bound on every plan's step that counts the
 // communication a plan must do, where the work bound (IdealFor) counts
-// only compute. It takes seconds on full-size models, a fifth to a third
-// of a Synthesize (bert-base on paper-64: 3.8 s of 17.7 s; on one of its
-// machines 0.55 s of 1.9 s). Only opt's Optimizer, MemoryFraction,
-// Segments, NoTie, NoGroup, NoAllToAll, AnyOrderBound and BoundSolver
-// matter, and TimeLimit, which stops the LP with what its duals prove.
-// ok is false when the LP proved nothing (its solver failed, or the
-// clock stopped it with no finite bound).
-func TransportFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (b LPBound, ok bool, err error) {
+// only compute. Solved to its end it takes seconds on full-size models, a
+// fifth to a third of a Synthesize (bert-base on paper-64: 3.8 s of
+// 17.7 s; on one of its machines 0.55 s of 1.9 s).
+//
+// step, when positive, is the step of a plan the encoding can express (a
+// hand-written start's): every column is capped by it, which cuts off no
+// plan as fast, so that the LP's duals prove a finite bound wherever it
+// stops. cutoff, when positive (it needs step), stops the LP once its
+// duals prove the step no shorter than cutoff (Cut): the caller has a
+// plan that fast elsewhere, and a bound is all it wants. bert-base's LP
+// on all of paper-64 at batch 32, against the 0.032 s of one V100
+// machine's plan: 0.116 s proven in 0.3 s, where the optimum (0.714 s)
+// takes 5.1 s.
+//
+// Only opt's Optimizer, MemoryFraction, Segments, NoTie, NoGroup,
+// NoAllToAll, AnyOrderBound and BoundSolver matter, and TimeLimit, which
+// stops the LP with what its duals prove. ok is false when the LP proved
+// nothing (its solver failed, or the clock stopped it with no finite
+// bound).
+func TransportFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options, step, cutoff float64) (b LPBound, ok bool, err error) {
 	e, err := opt.encode(g, m)
 	if err != nil {
 		return LPBound{}, false, err
@@ -255,17 +282,21 @@ func TransportFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) 
 	if opt.TimeLimit > 0 {
 		stop = time.Now().Add(opt.TimeLimit)
 	}
-	p := startBound(ctx, e, 0, encode.BoundOptions{AnyOrder: opt.AnyOrderBound}, 0, nil, opt.BoundSolver, stop, graceFor(opt.TimeLimit))
+	if step <= 0 {
+		cutoff = 0 // with a column uncapped the duals prove nothing
+	}
+	p := startBoundBelow(ctx, e, max(step, 0), max(cutoff, 0), encode.BoundOptions{AnyOrder: opt.AnyOrderBound}, 0, nil, opt.BoundSolver, stop, graceFor(opt.TimeLimit))
 	seconds, ok, stopped := p.wait()
-	return LPBound{Seconds: seconds, Stopped: stopped, AnyOrder: opt.AnyOrderBound}, ok, nil
+	return LPBound{Seconds: seconds, Stopped: stopped, Cut: p.cut, AnyOrder: opt.AnyOrderBound}, ok, nil
 }
 
 // reuse is b as the bound Synthesize would start under opt (memory: with
 // the memory rows), already solved; nil when there is none, or when opt
 // asks for another form of the LP than b's, or b was stopped short (a
-// Synthesize given longer may prove more).
+// Synthesize given longer may prove more; one past a cutoff, no less than
+// the plan it was cut off by, holds no more than that).
 func (b *LPBound) reuse(opt Options, memory bool) *pendingBound {
-	if b == nil || b.Stopped || memory || opt.BoundLPs > 0 || b.AnyOrder != opt.AnyOrderBound {
+	if b == nil || b.Stopped || b.Cut || memory || opt.BoundLPs > 0 || b.AnyOrder != opt.AnyOrderBound {
 		return nil
 	}
 	done := make(chan struct{})

@@ -569,7 +569,7 @@ func encodedWithStarts(t *testing.T, model string, opt models.Options, clusterNa
 func TestTransportForIsSynthesizesBound(t *testing.T) {
 	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
 	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c)}
-	lp, ok, err := TransportFor(context.Background(), g, m, opt)
+	lp, ok, err := TransportFor(context.Background(), g, m, opt, 0, 0)
 	if err != nil || !ok || lp.Stopped || lp.AnyOrder {
 		t.Fatalf("TransportFor: %+v, %v, %v", lp, ok, err)
 	}
@@ -604,6 +604,48 @@ func TestTransportForIsSynthesizesBound(t *testing.T) {
 		}
 		if counted.calls == 0 {
 			t.Errorf("BoundLPs %d, any order %v: the given bound was taken for another form of the LP", o.BoundLPs, o.AnyOrderBound)
+		}
+	}
+}
+
+// TransportFor with a cutoff below the LP's optimum stops with what its
+// duals prove, between the two (Cut), which Synthesize does not take as
+// its own bound, or solves the LP; with the cutoff above it, it solves
+// the LP, capped by a start's step (which cuts off no plan as fast, so its
+// optimum is at least the uncapped one's, and at most the start's).
+func TestTransportForStopsAtTheCutoff(t *testing.T) {
+	for _, model := range []string{"mlp-tiny"} {
+		g, c, m := zooOn(t, model, models.Options{}, "paper-8")
+		opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c)}
+		ideal, err := IdealFor(context.Background(), g, m, opt)
+		if err != nil || ideal.StartSeconds <= 0 {
+			t.Fatalf("%s: IdealFor: %+v, %v: want a start's step", model, ideal, err)
+		}
+		full, ok, err := TransportFor(context.Background(), g, m, opt, 0, 0)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		capped, ok, err := TransportFor(context.Background(), g, m, opt, ideal.StartSeconds, 2*ideal.StartSeconds)
+		if err != nil || !ok || capped.Cut || capped.Seconds < full.Seconds*(1-exactTolerance) || capped.Seconds > ideal.StartSeconds {
+			t.Errorf("%s: capped by the start's %g s, cut off above it: %+v, %v, %v; want an optimum from %g s to the start's", model, ideal.StartSeconds, capped, ok, err, full.Seconds)
+		}
+		cuts := 0
+		for _, frac := range []float64{0.2, 0.5, 0.9} {
+			cutoff := frac * full.Seconds
+			cut, ok, err := TransportFor(context.Background(), g, m, opt, ideal.StartSeconds, cutoff)
+			if err != nil || !ok || cut.Seconds < cutoff*(1-exactTolerance) || cut.Seconds > capped.Seconds*(1+exactTolerance) || (!cut.Cut && math.Abs(cut.Seconds-capped.Seconds) > exactTolerance*capped.Seconds) {
+				t.Fatalf("%s: cutoff %g s: %+v, %v, %v; want a bound between it and the optimum %g s", model, cutoff, cut, ok, err, capped.Seconds)
+			}
+			t.Logf("%s: cutoff %.4g ms: %.4g ms proven (cut %v; optimum %.4g ms)", model, 1e3*cutoff, 1e3*cut.Seconds, cut.Cut, 1e3*capped.Seconds)
+			if cut.Cut {
+				cuts++
+				if cut.reuse(opt, false) != nil {
+					t.Errorf("%s: cutoff %g s: a bound cut off short of the optimum taken as Synthesize's", model, cutoff)
+				}
+			}
+		}
+		if model == "mlp-tiny" && cuts == 0 {
+			t.Errorf("%s: no cutoff stopped the LP", model)
 		}
 	}
 }

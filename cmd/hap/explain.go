@@ -316,6 +316,9 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 	case plan.DeviceSetWorkBound:
 		return fmt.Sprintf("not searched: no plan on it beats %s, its ideal compute time", durationIn(s.Bound, step))
 	case plan.DeviceSetTransportBound:
+		if s.CutOff {
+			return fmt.Sprintf("not searched: no plan on it beats %s, its transport LP bound (communication counted; the LP stopped there, past the plan)", durationIn(s.Bound, step))
+		}
 		return fmt.Sprintf("not searched: no plan on it beats %s, its transport LP bound (communication counted)", durationIn(s.Bound, step))
 	case plan.DeviceSetMemory:
 		unit, per := cost.ByteUnit(max(s.NeedBytes, s.UsableBytes))

@@ -243,6 +243,14 @@ type Options struct {
 	// LimitTime, with the bound the solver's duals prove (Model.DualBound). Without it a
 	// backend may run an LP to its end whatever the limit (CBC does).
 	DualBoundOnStop bool
+	// Cutoff, for a minimised model without integer columns, stops the solve once the
+	// solver's duals prove its optimum no lower than Cutoff (in the objective's units; 0:
+	// none): the caller holds a point that good, and asks only whether the LP can beat it.
+	// Stopped so, the result is NoSolution, stopped by LimitCutoff, with the bound the duals
+	// prove (Model.DualBound, at least Cutoff). Give every column a finite upper bound that
+	// cuts off nothing the LP is solved for, or the duals prove nothing finite and the LP
+	// runs to its end.
+	Cutoff float64
 	// Choices, for a model without integer columns, are sets of columns of which exactly one
 	// is 1 at every point the result is to bound (the rules an op may run, one binary each, in
 	// an LP relaxation): the LP is then branched on them best-first (BranchChoices), up to
@@ -389,6 +397,7 @@ const (
 	LimitNone  Limit = iota // the search finished
 	LimitTime               // the time limit or the context's deadline
 	LimitNodes              // Options.NodeLimit
+	LimitCutoff             // Options.Cutoff: the optimum proven no lower
 )
 
 func (l Limit) String() string {
@@ -399,6 +408,8 @@ func (l Limit) String() string {
 		return "time limit"
 	case LimitNodes:
 		return "node limit"
+	case LimitCutoff:
+		return "cutoff"
 	}
 	return fmt.Sprintf("Limit(%d)", int8(l))
 }

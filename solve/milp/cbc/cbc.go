@@ -236,6 +236,8 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	switch {
 	case len(opt.Choices) > 0:
 		return branchLP(m, opt, limit) // branch.go
+	case opt.Cutoff != 0 && m.Sense == milp.Minimize && !m.HasIntegers():
+		return solveLPBelow(m, opt.Cutoff, limit) // lp.go
 	case opt.DualBoundOnStop && limit > 0 && !m.HasIntegers():
 		return solveLP(m, limit) // lp.go
 	}

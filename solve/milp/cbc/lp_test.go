@@ -195,3 +195,50 @@ func clpSolveModel(m *milp.Model, limit time.Duration, asLoaded bool) (*milp.Res
 	}
 	return s.phase(limit, run)
 }
+
+// TestCutoffStopsAtWhatTheDualsProve: an LP solved with a cutoff below its
+// optimum stops with a bound the duals prove, between the cutoff and the
+// optimum, or runs to the optimum; with the cutoff above it, to the
+// optimum. In-process and in a child process alike; a maximised LP ignores
+// the cutoff.
+func TestCutoffStopsAtWhatTheDualsProve(t *testing.T) {
+	stopped := 0
+	for trial := 0; trial < 30; trial++ {
+		m := transportation(20+trial, int64(trial))
+		want, err := Solver{}.Solve(context.Background(), m, milp.Options{})
+		if err != nil || want.Status != milp.Optimal {
+			t.Fatalf("trial %d: %v %v", trial, want, err)
+		}
+		for _, frac := range []float64{0.5, 0.9, 1.1} {
+			cutoff := frac * want.Objective
+			for _, s := range []Solver{{}, {Isolated: trial%10 == 0}} {
+				res, err := s.Solve(context.Background(), m, milp.Options{Cutoff: cutoff})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case res.Status == milp.Optimal:
+					if math.Abs(res.Objective-want.Objective) > lpTol*math.Max(1, math.Abs(want.Objective)) {
+						t.Errorf("trial %d, cutoff %g: optimum %v, want %v", trial, cutoff, res.Objective, want.Objective)
+					}
+				case res.Status == milp.NoSolution && res.StoppedBy == milp.LimitCutoff:
+					stopped++
+					if frac > 1 || res.Bound < cutoff || res.Bound > want.Objective*(1+lpTol) {
+						t.Errorf("trial %d, cutoff %g: stopped with bound %v; want it between the cutoff and the optimum %v", trial, cutoff, res.Bound, want.Objective)
+					}
+				default:
+					t.Errorf("trial %d, cutoff %g: %+v", trial, cutoff, res)
+				}
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no cutoff stopped an LP short of its optimum")
+	}
+	m := transportation(10, 1)
+	m.Sense = milp.Maximize
+	want, _ := Solver{}.Solve(context.Background(), m, milp.Options{})
+	if res, err := (Solver{}).Solve(context.Background(), m, milp.Options{Cutoff: 2 * want.Objective}); err != nil || res.Status != milp.Optimal || math.Abs(res.Objective-want.Objective) > lpTol*math.Abs(want.Objective) {
+		t.Errorf("maximised with a cutoff: %+v %v; want its optimum %v", res, err, want.Objective)
+	}
+}
