@@ -394,10 +394,10 @@ type Limit int8
 
 // Limits that can stop a search.
 const (
-	LimitNone  Limit = iota // the search finished
-	LimitTime               // the time limit or the context's deadline
-	LimitNodes              // Options.NodeLimit
-	LimitCutoff             // Options.Cutoff: the optimum proven no lower
+	LimitNone   Limit = iota // the search finished
+	LimitTime                // the time limit or the context's deadline
+	LimitNodes               // Options.NodeLimit
+	LimitCutoff              // Options.Cutoff: the optimum proven no lower
 )
 
 func (l Limit) String() string {
