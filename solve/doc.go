@@ -11,7 +11,10 @@
 // solves the MILP with the program or the lengths pinned; methods.go
 // breaks the ties the step time leaves among collective methods, toward
 // less communication; bound.go solves the transport relaxation
-// (encode.TransportLP) beside the joint MILP for a tighter proven bound;
+// (encode.TransportLP) beside the joint MILP for a tighter proven bound,
+// and alone for plan's device search (TransportFor: solved until it
+// proves a set of devices no faster than a plan already found, with
+// ideal.go's IdealFor the cheaper screen before it);
 // solve/paper is the HAP paper's own algorithm
 // (bench's hap-paper, and a start here).
 //
