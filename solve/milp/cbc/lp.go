@@ -101,30 +101,28 @@ func solveLPBelow(m *milp.Model, cutoff float64, limit time.Duration) (*milp.Res
 		return nil, err
 	}
 	budgetSpent := res.StoppedBy == milp.LimitTime && C.Clp_hitMaximumIterations(s.model) != 0
-	if budgetSpent && res.Bound >= cutoff {
-		res.StoppedBy = milp.LimitCutoff
+	if !budgetSpent && res.StoppedBy != milp.LimitCutoff {
+		res.Runtime = time.Since(t0)
+		return res, nil // solved, or stopped by the clock
 	}
-	if res.StoppedBy != milp.LimitCutoff || res.Bound < cutoff {
-		if !budgetSpent && res.StoppedBy != milp.LimitCutoff {
-			res.Runtime = time.Since(t0)
-			return res, nil // solved, or stopped by the clock
-		}
-		// Its budget spent, or stopped by Clp's perturbed objective
-		// short of what its duals prove: solved as solveLP would.
-		s.cutoff = 0
-		if err := s.load(); err != nil {
-			return nil, err
-		}
-		if limit > 0 {
-			if limit -= time.Since(t0); limit <= 0 {
-				res.StoppedBy = milp.LimitTime
-				return res, nil
-			}
-		}
-		return s.Solve(limit)
+	if res.Bound >= cutoff {
+		// Past the cutoff, by Clp's limit or within the budget.
+		res.StoppedBy, res.Runtime = milp.LimitCutoff, time.Since(t0)
+		return res, nil
 	}
-	res.Runtime = time.Since(t0)
-	return res, nil
+	// Its budget spent, or stopped by Clp's perturbed objective short of
+	// what its duals prove: solved as solveLP would.
+	s.cutoff = 0
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	if limit > 0 {
+		if limit -= time.Since(t0); limit <= 0 {
+			res.StoppedBy = milp.LimitTime
+			return res, nil
+		}
+	}
+	return s.Solve(limit)
 }
 
 // cutoffIterationsPerRow bounds solveLPBelow's dual simplex, in
