@@ -1,11 +1,13 @@
 // Package solve owns hap's solver side: thin cgo bindings to Z3 (solve/z3)
 // and to a MILP solver behind a small interface (solve/milp, with the CBC
 // backend in solve/milp/cbc), and the joint solve that turns an encoding
-// (package encode) into a plan's program: Synthesize, which starts the
-// joint MILP from the plan of a deterministic primal heuristic, Polish —
-// LocalSearch (rule and layout moves priced by Encoding.Evaluate, and
-// relabel.go's segment moves when those stall) ⇄ the exact integer
-// lengths for the program found — and bounds every solve by
+// (package encode) into a plan's program: Synthesize, which runs the
+// joint MILP and a deterministic primal heuristic, Polish — LocalSearch
+// (rule and layout moves priced by Encoding.Evaluate, and relabel.go's
+// segment moves when those stall) ⇄ the exact integer lengths for the
+// program found — side by side from the best start (the default bare
+// search) or one after the other, the MILP from Polish's plan (a thorough
+// or time-limited search), keeps the cheaper plan, and bounds every solve by
 // branch-and-bound nodes, so that the same inputs give the same plan on
 // any machine (a time limit, when asked for, caps it too). pinned.go
 // solves the MILP with the program or the lengths pinned; methods.go

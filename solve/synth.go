@@ -118,10 +118,10 @@ type Result struct {
 	// solver process died); the plan is then the polished start's, with
 	// the transport LP's bound, or the work LP's when that failed too.
 	SolverFailure string
-	// Start is the program the joint MILP started from (the polished best
-	// start), nil without one. The MILP's plan is cheaper under the
-	// encoding; the simulator may still find the start faster where the
-	// encoding's timeline is off, so callers that simulate should try it.
+	// Start is Polish's plan (the polished best start), nil without one.
+	// The plan is no dearer under the encoding; the simulator may still
+	// find the start faster where the encoding's timeline is off, so
+	// callers that simulate should try it.
 	Start *encode.Program
 }
 
@@ -144,11 +144,13 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	// (the starts include dp-cp, whose lengths follow each device's
 	// speed, and the paper's search, which starts from its FP32 peak;
 	// polishing from those lengths too found no better plan on the paper
-	// suite and doubled the time). Its plan starts the joint
-	// timeline MILP, whose optimum, bound and gap are the result: the
-	// heuristic only gives it a better place to start (CBC's own
-	// heuristics find good plans slowly under the timeline's many
-	// max-terms). Work is bounded by node limits, so the result does not
+	// suite and doubled the time). The joint timeline MILP searches
+	// beside it from the best start (the default ten bare nodes) or after
+	// it from its plan (a thorough or time-limited search); the cheaper
+	// plan is the answer, with the MILP's bound and gap: the heuristic
+	// finds what CBC's own heuristics find slowly under the timeline's
+	// many max-terms, and gives a search that can prune a good start.
+	// Work is bounded by node limits, so the result does not
 	// depend on the machine's speed; a time limit, when set, caps it too.
 	if e.MinimumTotalMemory() > usableMemory(e) {
 		// No split can help, whatever the program: say so now, rather
@@ -221,6 +223,23 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 				deadline, graceFor(opt.TimeLimit))
 		}
 	}
+	// The bare search (the default: ten nodes, no cuts, heuristics or
+	// strong branching) runs beside Polish, from the best start, rather
+	// than after it from Polish's plan: on the 26 cases of the paper and
+	// modern suites and 12 tiny ones, its ten nodes never returned a plan
+	// cheaper than Polish's, and its bound was the transport LP's or
+	// below, yet they took 0.3–28 s after Polish (bert-moe on paper-8:
+	// 28 of 33 s). Beside it, on the core the LP leaves, the same search
+	// costs little wall time; the better plan of the two is the answer.
+	// A search asked to prove more (Thorough) or held to a clock keeps
+	// Polish's plan as its start: there the start's cost prunes a real
+	// search, and a time limit is shared out between the two.
+	var beside *pendingJoint
+	if seed != nil && opt.NodeLimit > 0 && !opt.Thorough && opt.TimeLimit == 0 {
+		mo := jointOptions(opt, true, 0)
+		mo.Start = e.StartValues(vars, seed)
+		beside = startJoint(ctx, opt.jointSolver(true), model, mo)
+	}
 	var timed bool // whether the clock stopped any solve
 	if seed != nil {
 		// The program step (escape) only when a time limit leaves room for
@@ -236,69 +255,39 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
 	seed, seedCost := bestStart(e, seeds, timelineCost)
-	// Node-limited, the root does no cuts, and no heuristics when there is
-	// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
-	// Polish had not); without one, the feasibility pump alone, for
-	// noStartPumpPasses passes: all of CBC's heuristics ran for over 18
-	// minutes on bert-base paper-16 at batch 3072 (no program fits), which
-	// a node limit does not bound, as it bounds no heuristic.
-	// Strong branching too is off with a start: each trial re-solves the
-	// timeline LP, ~1 s a node on bert-base paper-64, and the ten nodes
-	// from Polish's plan found nothing it had not (the trials do pay off
-	// inside Polish's smaller pinned solves, which keep them).
-	// And the root LP is solved without CBC's LP presolve: with the rest
-	// off, that LP is most of the ten nodes' work (gpt2 on modern-24: 6.7
-	// of 7.8 s), and unpresolved it took a third less time, with the same
-	// plans and bounds on the paper and modern cases measured (joint MILP,
-	// 2 cores: gpt2 modern-24 7.7 → 5.7 s, bert-base paper-16 4.8 → 3.0 s,
-	// vit paper-16 4.6 → 2.8 s, bert-moe paper-8 19.9 → 11.6 s). Polish's
-	// pinned solves keep it: on gpt2 they got slower without it (0.7 →
-	// 0.9 s), and presolve is cheap where most columns are pinned.
-	bare := opt.NodeLimit > 0 && !opt.Thorough
-	bareFromStart := bare && seed != nil
-	mo := milp.Options{TimeLimit: until(deadline), RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit,
-		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && seed != nil, NoStrongBranching: bareFromStart, NoPresolve: bareFromStart}
-	if opt.NodeLimit > 0 && seed == nil {
-		// With no start, the root alone can take minutes (below): no
-		// cuts or strong branching, thorough or not.
-		mo.NoCuts, mo.PumpPasses, mo.NoStrongBranching = true, noStartPumpPasses, true
-		if mo.TimeLimit == 0 {
-			// Even so the root's LP took from 9 s to 70 s on that case at
-			// batch 2560, as the step bound moved by 0.02%: a clock
-			// bounds the wait for an answer that may be "no plan".
-			mo.TimeLimit = noStartTimeLimit
+	var mo milp.Options
+	var res *milp.Result
+	if beside != nil {
+		mo, res, err = beside.wait()
+	} else {
+		mo = jointOptions(opt, seed != nil, until(deadline))
+		if seed != nil {
+			mo.Start = e.StartValues(vars, seed)
 		}
-	}
-	if seed != nil {
-		mo.Start = e.StartValues(vars, seed)
-	}
-	// With its primal heuristics on, CBC can abort inside Clp (a failed
-	// assertion, seen in Polish's program step): that solve runs in a
-	// child process, and if it dies the polished start is the plan, with
-	// no bound but the transport LP's (bound.go).
-	solveCtx := ctx
-	if mo.TimeLimit > 0 {
-		// CBC checks its clock between nodes, not inside the root's LP,
-		// which is where the time goes on large models: 1 ms asked, 68 s
-		// taken without a start (bert-base on paper-16 at batch 2560);
-		// 120 s asked, over five minutes taken with one (bert-moe on
-		// paper-8, layers untied). Past the limit, with a grace, the
-		// solver's child process is killed: the answer is then the start,
-		// stopped by the time limit, or without one "no plan within the
-		// limits".
-		var cancel context.CancelFunc
-		solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+graceFor(mo.TimeLimit))
-		defer cancel()
-	}
-	// A child process whenever CBC's heuristics run or the clock may have
-	// to stop it (a solve on this thread cannot be interrupted).
-	var joint milp.Solver = cbc.Solver{Isolated: !mo.NoHeuristics || solveCtx != ctx}
-	if opt.JointSolver != nil {
-		joint = opt.JointSolver
-	}
-	res, err := joint.Solve(solveCtx, model, mo)
-	if err != nil && solveCtx != ctx && solveCtx.Err() != nil && ctx.Err() == nil {
-		res, err = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
+		// With its primal heuristics on, CBC can abort inside Clp (a
+		// failed assertion, seen in Polish's program step): that solve
+		// runs in a child process, and if it dies the polished start is
+		// the plan, with no bound but the transport LP's (bound.go).
+		solveCtx := ctx
+		if mo.TimeLimit > 0 {
+			// CBC checks its clock between nodes, not inside the root's
+			// LP, which is where the time goes on large models: 1 ms
+			// asked, 68 s taken without a start (bert-base on paper-16
+			// at batch 2560); 120 s asked, over five minutes taken with
+			// one (bert-moe on paper-8, layers untied). Past the limit,
+			// with a grace, the solver's child process is killed: the
+			// answer is then the start, stopped by the time limit, or
+			// without one "no plan within the limits".
+			var cancel context.CancelFunc
+			solveCtx, cancel = context.WithTimeout(ctx, mo.TimeLimit+graceFor(mo.TimeLimit))
+			defer cancel()
+		}
+		// A child process whenever CBC's heuristics run or the clock may
+		// have to stop it (a solve on this thread cannot be interrupted).
+		res, err = opt.jointSolver(!mo.NoHeuristics || solveCtx != ctx).Solve(solveCtx, model, mo)
+		if err != nil && solveCtx != ctx && solveCtx.Err() != nil && ctx.Err() == nil {
+			res, err = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
+		}
 	}
 	var failure string
 	switch {
@@ -356,6 +345,10 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		ch = e.ChoiceFrom(vars, res.Values)
 	}
 	ch = tidyMethods(e, ch)
+	if beside != nil {
+		// Its search started before Polish's plan was known.
+		ch = cheaper(e, ch, tidyMethods(e, seed))
+	}
 	br, err := e.Evaluate(ch)
 	if err != nil {
 		return nil, fmt.Errorf("internal: the solver's choice does not evaluate: %w", err)
@@ -552,6 +545,82 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 // rest is the joint timeline MILP's, which needs time to improve on the
 // heuristic's plan and prove its bound.
 const heuristicShare = 50
+
+// jointOptions are the joint MILP's search settings under opt, with or
+// without a start, within limit (0: none; a search without a start gets
+// noStartTimeLimit then).
+//
+// Node-limited, the root does no cuts, and no heuristics when there is
+// a start (they took 6 of 7 s of vgg19-tiny's root and found nothing
+// Polish had not); without one, the feasibility pump alone, for
+// noStartPumpPasses passes: all of CBC's heuristics ran for over 18
+// minutes on bert-base paper-16 at batch 3072 (no program fits), which
+// a node limit does not bound, as it bounds no heuristic.
+// Strong branching too is off with a start: each trial re-solves the
+// timeline LP, ~1 s a node on bert-base paper-64, and the ten nodes
+// from Polish's plan found nothing it had not (the trials do pay off
+// inside Polish's smaller pinned solves, which keep them).
+// And the root LP is solved without CBC's LP presolve: with the rest
+// off, that LP is most of the ten nodes' work (gpt2 on modern-24: 6.7
+// of 7.8 s), and unpresolved it took a third less time, with the same
+// plans and bounds on the paper and modern cases measured (joint MILP,
+// 2 cores: gpt2 modern-24 7.7 → 5.7 s, bert-base paper-16 4.8 → 3.0 s,
+// vit paper-16 4.6 → 2.8 s, bert-moe paper-8 19.9 → 11.6 s). Polish's
+// pinned solves keep it: on gpt2 they got slower without it (0.7 →
+// 0.9 s), and presolve is cheap where most columns are pinned.
+func jointOptions(opt Options, haveStart bool, limit time.Duration) milp.Options {
+	bare := opt.NodeLimit > 0 && !opt.Thorough
+	bareFromStart := bare && haveStart
+	mo := milp.Options{TimeLimit: limit, RelGap: opt.RelGap, Threads: 1, NodeLimit: opt.NodeLimit,
+		NoCuts: bare, NoHeuristics: opt.NodeLimit > 0 && haveStart, NoStrongBranching: bareFromStart, NoPresolve: bareFromStart}
+	if opt.NodeLimit > 0 && !haveStart {
+		// With no start, the root alone can take minutes (below): no
+		// cuts or strong branching, thorough or not.
+		mo.NoCuts, mo.PumpPasses, mo.NoStrongBranching = true, noStartPumpPasses, true
+		if mo.TimeLimit == 0 {
+			// Even so the root's LP took from 9 s to 70 s on that case at
+			// batch 2560, as the step bound moved by 0.02%: a clock
+			// bounds the wait for an answer that may be "no plan".
+			mo.TimeLimit = noStartTimeLimit
+		}
+	}
+	return mo
+}
+
+// jointSolver is the joint MILP's solver: opt.JointSolver, or CBC, in a
+// child process when isolated.
+func (opt Options) jointSolver(isolated bool) milp.Solver {
+	if opt.JointSolver != nil {
+		return opt.JointSolver
+	}
+	return cbc.Solver{Isolated: isolated}
+}
+
+// pendingJoint is the joint MILP's search under way beside Polish.
+type pendingJoint struct {
+	done chan struct{}
+	opt  milp.Options
+	res  *milp.Result
+	err  error
+}
+
+// startJoint starts solving model under mo. The solver must not hold
+// CBC's in-process lock for the whole solve, or Polish's solves wait for
+// it: give it CBC in a child process.
+func startJoint(ctx context.Context, solver milp.Solver, model *milp.Model, mo milp.Options) *pendingJoint {
+	j := &pendingJoint{done: make(chan struct{}), opt: mo}
+	go func() {
+		defer close(j.done)
+		j.res, j.err = solver.Solve(ctx, model, mo)
+	}()
+	return j
+}
+
+// wait blocks until the search ends: its options, its result or error.
+func (j *pendingJoint) wait() (milp.Options, *milp.Result, error) {
+	<-j.done
+	return j.opt, j.res, j.err
+}
 
 // cheaper is whichever of a and b (either may be nil) Evaluate prices
 // lower and accepts.
