@@ -37,7 +37,9 @@ func Markdown(title string, rows []Row) string {
 			layers = fmt.Sprint(r.Layers)
 		}
 		status := r.Status
-		if r.Status == "feasible" {
+		if r.Status == "feasible" || r.Gap > 0 {
+			// An optimal plan has a gap where the transport LP proved it
+			// within solve.OptimalGap.
 			status += fmt.Sprintf(", gap %.3g%%", 100*r.Gap)
 		}
 		if r.Chosen != "" {

@@ -136,7 +136,8 @@ type Cost struct {
 // Solver says how the plan was found.
 type Solver struct {
 	// Status: "heuristic" for hand-written strategies; "optimal" or
-	// "feasible" for the synthesizer.
+	// "feasible" for the synthesizer. "optimal" with a gap above zero was
+	// proven by the transport LP within solve.OptimalGap.
 	Status string `json:"status"`
 	// Seconds is the solver's wall time, when recorded (hap plan
 	// --record-time, or --time-limit): 0 otherwise, since it is the one

@@ -331,3 +331,121 @@ func TestNoPresolveKeepsTheOptimum(t *testing.T) {
 		t.Errorf("optimum %.9g without presolve, slower than %.9g with it", objs[1], objs[0])
 	}
 }
+
+// recordingSolver is CBC in a child process, as the search beside Polish
+// runs it, recording the start it is handed.
+type recordingSolver struct {
+	mu    sync.Mutex
+	calls int
+	start map[int]float64
+}
+
+func (s *recordingSolver) Solve(ctx context.Context, m *milp.Model, opt milp.Options) (*milp.Result, error) {
+	s.mu.Lock()
+	s.calls++
+	s.start = opt.Start
+	s.mu.Unlock()
+	return cbc.Solver{Isolated: true}.Solve(ctx, m, opt)
+}
+
+// watchedStall is stalledSolver, saying when its context ended.
+type watchedStall struct{ stopped chan struct{} }
+
+func (s *watchedStall) Solve(ctx context.Context, _ *milp.Model, _ milp.Options) (*milp.Result, error) {
+	select {
+	case <-ctx.Done():
+		close(s.stopped)
+		return nil, ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return nil, errors.New("never stopped")
+	}
+}
+
+// boundSolver answers the transport LP with a value set in advance.
+type boundSolver struct{ seconds float64 }
+
+func (s boundSolver) Solve(context.Context, *milp.Model, milp.Options) (*milp.Result, error) {
+	v := s.seconds * encode.MILPTimeUnit
+	return &milp.Result{Status: milp.Optimal, Objective: v, Bound: v}, nil
+}
+
+// The default search (ten bare nodes) starts beside Polish, from the best
+// start, not from Polish's plan, which it cannot know yet; the answer is
+// the cheaper of the two plans, here Polish's, with the search's status.
+func TestBareSearchStartsFromTheBestStartBesidePolish(t *testing.T) {
+	g, e, progs, starts := tallOnAFastAndABigGPU(t, 1024)
+	best := math.Inf(1)
+	for _, ch := range starts {
+		if br, err := e.Evaluate(ch); err == nil {
+			best = min(best, br.Seconds)
+		}
+	}
+	failed := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) { return nil, errors.New("no LP") }}
+	search := &recordingSolver{}
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: search, BoundSolver: failed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if search.calls != 1 {
+		t.Fatalf("the joint solver was asked %d times, want once", search.calls)
+	}
+	model, vars := res.Encoding.MILP()
+	values := make([]float64, len(model.Cols))
+	for j, v := range search.start {
+		values[j] = v
+	}
+	if br, err := res.Encoding.Evaluate(res.Encoding.ChoiceFrom(vars, values)); err != nil || math.Abs(br.Seconds-best) > 1e-9*best {
+		t.Errorf("the search started from a plan of %v s (%v), want the best start's %.9g s", br, err, best)
+	}
+	cost := planIsTheStart(t, res.Encoding, res)
+	if cost > best || res.Status != "feasible" || res.StoppedBy != milp.LimitNodes {
+		t.Errorf("plan %.9g s (status %s, stopped by %v): want Polish's, no dearer than the best start's %.9g s, feasible at the node limit", cost, res.Status, res.StoppedBy, best)
+	}
+}
+
+// Where the transport LP proves Polish's plan within OptimalGap, the
+// search beside it is stopped and the plan is reported optimal, with the
+// LP's bound; a gap wider than that waits for the search. The LP's value
+// is scripted about the plan Polish finds (the same on every run).
+func TestTransportLPProvesPolishsPlanOptimal(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+	failed := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) { return nil, errors.New("no LP") }}
+	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, BoundSolver: failed}
+	first, err := Synthesize(context.Background(), g, e.Model(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polished := planIsTheStart(t, e, first)
+
+	t.Run("within the gap", func(t *testing.T) {
+		lp := polished * (1 - OptimalGap/2)
+		stalled := &watchedStall{stopped: make(chan struct{})}
+		opt.JointSolver, opt.BoundSolver = stalled, boundSolver{lp}
+		res, err := Synthesize(context.Background(), g, e.Model(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-stalled.stopped:
+		case <-time.After(10 * time.Second):
+			t.Error("the search beside Polish was not stopped")
+		}
+		if res.Status != "optimal" || res.BoundBy != BoundTransportLP || math.Abs(res.Bound-lp) > 1e-12*lp || math.Abs(res.Gap-OptimalGap/2) > 1e-9 {
+			t.Errorf("status %s, bound %.9g s by %v, gap %g: want optimal, the LP's %.9g s, gap %g", res.Status, res.Bound, res.BoundBy, res.Gap, lp, OptimalGap/2)
+		}
+		planIsTheStart(t, e, res)
+	})
+	t.Run("wider than the gap", func(t *testing.T) {
+		lp := polished * (1 - 2*OptimalGap)
+		search := &recordingSolver{}
+		opt.JointSolver, opt.BoundSolver = search, boundSolver{lp}
+		res, err := Synthesize(context.Background(), g, e.Model(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if search.calls != 1 || res.Status != "feasible" || res.BoundBy != BoundTransportLP || math.Abs(res.Bound-lp) > 1e-12*lp {
+			t.Errorf("search asked %d times; status %s, bound %.9g s by %v: want the search's answer, feasible, with the LP's %.9g s", search.calls, res.Status, res.Bound, res.BoundBy, lp)
+		}
+		planIsTheStart(t, e, res)
+	})
+}

@@ -71,6 +71,10 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		if s.StoppedBy != "" {
 			fmt.Fprintf(w, ", stopped by the %s%s", s.StoppedBy, stoppedNote(s))
 		}
+		if s.Status == "optimal" && s.Gap >= provenGap {
+			// Proven by the transport LP, within solve.OptimalGap.
+			fmt.Fprintf(w, ": optimal within the %s the planner takes as optimal (a MIP solver's usual relative gap)", gapPercent(solve.OptimalGap))
+		}
 		fmt.Fprint(w, retryNote(pl))
 		if s.Chosen != "" {
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
