@@ -116,6 +116,13 @@ func (b *pendingBound) wait() (seconds float64, ok, stopped bool) {
 	return b.value, b.ok, b.stopped
 }
 
+// proves waits for the LP and reports whether its bound proves a plan of
+// step seconds optimal within OptimalGap.
+func (b *pendingBound) proves(step float64) bool {
+	lp, ok, _ := b.wait()
+	return ok && milp.Gap(step, lp) <= OptimalGap
+}
+
 // source is the relaxation that proved the bound wait returns.
 func (b *pendingBound) source() BoundSource {
 	switch {
