@@ -12,6 +12,7 @@ import (
 
 	"hap/plan"
 	"hap/sim"
+	"hap/solve"
 )
 
 // The acceptance matrix: hap verify passes for every tiny zoo
@@ -896,5 +897,26 @@ func TestTiesNoteSaysOneGroup(t *testing.T) {
 	note := tiesNote(plan.Ties{Recorded: "41 op classes for 327 forward ops, 1 device groups for 4 devices", Layers: true})
 	if !strings.Contains(note, "(41 op classes for 327 forward ops, 1 device group for 4 devices)") {
 		t.Errorf("ties note %q", note)
+	}
+}
+
+// Where the transport LP proves the plan within solve.OptimalGap, the plan
+// is optimal at a gap above zero, and explain says within what: the
+// search beside Polish was stopped (bert-base-tiny on paper-8: 0.0074%).
+func TestExplainSaysWithinWhatGapAPlanIsOptimal(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--devices", "all", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pl.Solver; s.Status != "optimal" || !(s.Gap > 0 && s.Gap <= solve.OptimalGap) || !s.BoundFromLP() {
+		t.Fatalf("status %s, gap %g, bound from the LP %v: want optimal within %g by the transport LP", s.Status, s.Gap, s.BoundFromLP(), solve.OptimalGap)
+	}
+	code, out, errs := runCLI("explain", f)
+	if code != 0 || !strings.Contains(out, "by the transport LP, gap ") || !strings.Contains(out, ": optimal within the 0.01% the planner takes as optimal") {
+		t.Errorf("explain: %d %s\n%s", code, errs, out)
 	}
 }
