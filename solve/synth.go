@@ -352,14 +352,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 		return nil, fmt.Errorf("%w: the solver found no plan within the limits (%s)", ErrNoPlan, res.Status)
 	}
-	ch := seed
-	if failure == "" && !lostStart && !proven {
-		ch = e.ChoiceFrom(vars, res.Values)
-	}
-	ch = tidyMethods(e, ch)
-	if beside != nil {
+	var ch *encode.Choice
+	switch {
+	case failure != "" || lostStart || proven: // each only with a start
+		ch = tidyMethods(e, seed)
+	case beside != nil:
 		// Its search started before Polish's plan was known.
-		ch = cheaper(e, ch, tidyMethods(e, seed))
+		ch = cheaper(e, tidyMethods(e, e.ChoiceFrom(vars, res.Values)), tidyMethods(e, seed))
+	default:
+		ch = tidyMethods(e, e.ChoiceFrom(vars, res.Values))
 	}
 	br, err := e.Evaluate(ch)
 	if err != nil {
