@@ -3,8 +3,9 @@
 // backend in solve/milp/cbc), and the joint solve that turns an encoding
 // (package encode) into a plan's program: Synthesize, which runs the
 // joint MILP and a deterministic primal heuristic, Polish — LocalSearch
-// (rule and layout moves priced by Encoding.Evaluate, and relabel.go's
-// segment moves when those stall) ⇄ the exact integer lengths for the
+// (rule and layout moves priced by Encoding.Evaluate, and when those
+// stall relabel.go's segment moves, chain.go's runs of op classes moved
+// together and pairs of leaf layouts) ⇄ the exact integer lengths for the
 // program found — side by side from the best start (the default bare
 // search) or one after the other, the MILP from Polish's plan (a thorough
 // or time-limited search), keeps the cheaper plan, and bounds every solve by
