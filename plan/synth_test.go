@@ -274,8 +274,8 @@ func TestABatchOfOneIsSynthesized(t *testing.T) {
 	}
 }
 
-// synthesizeAndVerify plans a zoo model on paper-8 and checks two training
-// steps of the plan against one device, in float64.
+// synthesizeAndVerify plans a zoo model on a built-in cluster and checks
+// two training steps of the plan against one device, in float64.
 func synthesizeAndVerify(t *testing.T, name string, opt models.Options, clusterName string) *Plan {
 	t.Helper()
 	in, err := LoadInputs(name, opt, clusterName)

@@ -144,13 +144,22 @@ type chainUndo struct {
 	leaves [][2]int    // leaf class, its layout before
 }
 
-// restore undoes everything recorded, latest first, and clears it.
-func (u *chainUndo) restore(ch *encode.Choice) {
-	for i := len(u.leaves) - 1; i >= 0; i-- {
+// chainMark is how much a chainUndo had recorded at some point.
+type chainMark struct{ rules, leaves int }
+
+// mark is what u has recorded so far, for restoreTo.
+func (u *chainUndo) mark() chainMark { return chainMark{len(u.rules), len(u.leaves)} }
+
+// restoreTo undoes what was recorded after m, latest first, and forgets it.
+func (u *chainUndo) restoreTo(ch *encode.Choice, m chainMark) {
+	for i := len(u.leaves) - 1; i >= m.leaves; i-- {
 		ch.Leaf[u.leaves[i][0]] = u.leaves[i][1]
 	}
-	for i := len(u.rules) - 1; i >= 0; i-- {
+	for i := len(u.rules) - 1; i >= m.rules; i-- {
 		ch.Rule[u.rules[i].class] = u.rules[i].rule
 	}
-	u.rules, u.leaves = u.rules[:0], u.leaves[:0]
+	u.rules, u.leaves = u.rules[:m.rules], u.leaves[:m.leaves]
 }
+
+// restore undoes everything recorded, latest first, and clears it.
+func (u *chainUndo) restore(ch *encode.Choice) { u.restoreTo(ch, chainMark{}) }

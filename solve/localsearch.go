@@ -240,26 +240,23 @@ func chainMoves(e *encode.Encoding, cur *encode.Choice, g *chainGraph, cost floa
 				continue
 			}
 			steps := g.chain(e, cur, ci, r)
-			best, bestCost := 0, cost*(1-improveTolerance)
-			for k, s := range steps {
+			found, best := false, chainMark{} // the cheapest prefix's end
+			bestCost := cost * (1 - improveTolerance)
+			for _, s := range steps {
 				g.apply(e, cur, s, &undo)
 				v := try(cur)
 				if v >= 0 && v < bestCost {
-					best, bestCost = k+1, v
+					found, best, bestCost = true, undo.mark(), v
 				}
 				if v > cost*(1+chainSlack) {
 					break // a run this much dearer is not paid back by its rest
 				}
 			}
-			undo.restore(cur)
-			if best == 0 {
-				continue
-			}
-			for _, s := range steps[:best] {
-				g.apply(e, cur, s, &undo)
-			}
-			if keep() {
-				return true
+			if found {
+				undo.restoreTo(cur, best) // back to the cheapest prefix
+				if keep() {
+					return true
+				}
 			}
 			undo.restore(cur)
 		}
