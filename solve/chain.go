@@ -67,14 +67,14 @@ func newChainGraph(e *encode.Encoding) *chainGraph {
 // chain is the chain that starts with op class ci taking rule r in ch, in
 // the order it reaches the op classes (ci first). ch is left as it was.
 func (g *chainGraph) chain(e *encode.Encoding, ch *encode.Choice, ci, r int) []chainStep {
-	rule := func(c int) encode.Rule { return e.Classes[c].Rules[ch.Rule[c]] }
 	steps := []chainStep{{ci, r}}
 	taken := map[int]int{ci: r} // op class → the rule the chain gives it
+	// ruleOf is op class c's rule: the chain's where it gave one, else ch's.
 	ruleOf := func(c int) encode.Rule {
 		if k, ok := taken[c]; ok {
 			return e.Classes[c].Rules[k]
 		}
-		return rule(c)
+		return e.Classes[c].Rules[ch.Rule[c]]
 	}
 	times := len(e.Classes[ci].Ops)
 	// follow gives op class cj its first rule for which agrees holds, if
