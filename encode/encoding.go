@@ -56,9 +56,15 @@ type Encoding struct {
 	// class's Layouts; both are filled when the encoding is built.
 	coll    map[collKey]Coll
 	layouts [][]Layout
-	// blocks is the step-time timeline (timeline.go); terms its terms.
+	// blocks is the step-time timeline (timeline.go); terms its terms,
+	// and flat the same terms as indices into one device's timelineTerms
+	// and bucket sums, in the same order (Evaluate's bucketSums).
 	blocks []block
 	terms  []term
+	flat   []flatTerm
+	// memFlat is the memory model's per-block sums as flatTerms
+	// (memoryTerms).
+	memFlat []flatTerm
 	// spread are the leaf classes read in several blocks, whose layout
 	// change the timeline places at the first reader that needs it
 	// (timeline.go); spreadOf maps a tensor class to its index there, −1

@@ -122,8 +122,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 	terms := resize(s.terms, e.N)
 	s.terms = terms
 	for _, d := range reps {
-		terms[d] = timelineTerms{fwd: arena.take(len(e.Classes)), bwd: arena.take(len(e.Classes)), wtail: arena.take(len(e.Classes)),
-			comm: arena.take(len(e.Tensors)), adj: arena.take(len(e.Tensors)), grad: arena.take(len(e.Tensors))}
+		terms[d] = e.newTimelineTerms(arena)
 	}
 	for ci := range e.Classes {
 		c := &e.Classes[ci]

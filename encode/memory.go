@@ -113,7 +113,7 @@ type memoryLayouts struct {
 	// (wholeTransient), the same on every device.
 	transient []float64
 	// scratch for fillMemoryLayouts and peakMemory (once per device): per tensor
-	// class, and per block (4 rows of len(e.blocks)+1).
+	// class (2 rows), and per block (4 rows of len(e.blocks)+1).
 	perClass, perBlock []float64
 }
 
@@ -123,7 +123,7 @@ func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice, needI []bool
 	ml.have = resize(ml.have, len(e.Tensors))
 	ml.held = resize(ml.held, len(e.Tensors))
 	ml.transient = resize(ml.transient, len(e.blocks))
-	ml.perClass = resize(ml.perClass, len(e.Tensors))
+	ml.perClass = resize(ml.perClass, 2*len(e.Tensors))
 	ml.perBlock = resize(ml.perBlock, 4*(len(e.blocks)+1))
 	// One backing array for every class's held layouts: at most its
 	// producer's layout and one per reader, so appending never moves it.
@@ -187,10 +187,13 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	resident := 0.0
 	clear(ml.perClass)
 	clear(ml.perBlock)
-	heldShare := ml.perClass // per instance, as a fraction of its bytes
+	// Per instance, as a fraction of its bytes: what is held of each tensor
+	// class, and the share of its layout, which a parameter's gradient takes.
+	heldShare, haveShare := ml.perClass[:len(e.Tensors)], ml.perClass[len(e.Tensors):]
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
-		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * share(ch.Lengths, e.Segs, layoutSeg(ml.have[ti]), d)
+		haveShare[ti] = share(ch.Lengths, e.Segs, layoutSeg(ml.have[ti]), d)
+		resident += t.Bytes * float64(len(t.Tensors)) * e.residentFactor(t) * haveShare[ti]
 		for _, q := range ml.held[ti] {
 			heldShare[ti] += share(ch.Lengths, e.Segs, layoutSeg(q), d)
 		}
@@ -199,17 +202,8 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	held := ml.perBlock[:nb]
 	heldGrad := ml.perBlock[nb : 2*nb] // the part with a gradient
 	grad := ml.perBlock[2*nb : 3*nb]
-	for k, bl := range e.blocks {
-		for _, tc := range bl.tensors {
-			t := &e.Tensors[tc.class]
-			held[k] += float64(tc.n) * t.Bytes * heldShare[tc.class]
-			if t.ReqGrad && t.Kind != ir.Param {
-				heldGrad[k] += float64(tc.n) * t.Bytes * heldShare[tc.class]
-			}
-			if t.Kind == ir.Param {
-				grad[k] += float64(tc.n) * t.Bytes * share(ch.Lengths, e.Segs, layoutSeg(ml.have[tc.class]), d)
-			}
-		}
+	for _, t := range e.memFlat {
+		ml.perBlock[t.dst] += t.n * ml.perClass[t.src]
 	}
 	gradFrom := ml.perBlock[3*nb:] // Σ_{b≥k} grad_b, nb+1 of them
 	for k := len(e.blocks) - 1; k >= 0; k-- {
@@ -218,9 +212,38 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	peak, heldTo := 0.0, 0.0
 	for k := range e.blocks {
 		heldTo += held[k]
-		peak = math.Max(peak, heldTo+gradFrom[k]+heldGrad[k]+ml.transient[k])
+		peak = max(peak, heldTo+gradFrom[k]+heldGrad[k]+ml.transient[k])
 	}
 	return resident + peak
+}
+
+// memoryTerms lists, in flatTerm form, what peakMemory adds up per block
+// from the per-class shares it computes (heldShare, then haveShare, in
+// ml.perClass): each tensor class's held bytes, the part of them with a
+// gradient, and a parameter's gradient bytes, into the rows held,
+// heldGrad and grad of ml.perBlock. Listed once per encoding, in the
+// order the sums were written in before, so each adds the same values in
+// the same order.
+func (e *Encoding) memoryTerms() []flatTerm {
+	var out []flatTerm
+	nb, nt := len(e.blocks), len(e.Tensors)
+	add := func(row, k, src int, n float64) {
+		out = append(out, flatTerm{dst: int32(row*nb + k), src: int32(src), n: n})
+	}
+	for k, bl := range e.blocks {
+		for _, tc := range bl.tensors {
+			t := &e.Tensors[tc.class]
+			w := float64(tc.n) * t.Bytes
+			add(0, k, tc.class, w)
+			if t.ReqGrad && t.Kind != ir.Param {
+				add(1, k, tc.class, w)
+			}
+			if t.Kind == ir.Param {
+				add(2, k, nt+tc.class, w)
+			}
+		}
+	}
+	return out
 }
 
 // layoutSeg is the segment splitting a tensor in layout l; −1 when every

@@ -153,6 +153,8 @@ func (e *Encoding) buildBlocks() {
 	}
 	e.findSpread(blockOf)
 	e.terms = e.listTerms()
+	e.flat = e.flatTerms()
+	e.memFlat = e.memoryTerms()
 }
 
 // findSpread lists the leaf classes read in more than one block whose
@@ -346,22 +348,75 @@ func (e *Encoding) listTerms() []term {
 // timelineTerms are one device's (or group's) per-instance quantities the
 // timeline adds up: forward and backward seconds per op class, forward
 // layout-change seconds and gradient all-reduce seconds per tensor class,
-// and the total update seconds.
+// and the total update seconds. The six per-class slices are consecutive
+// pieces of all, in atom order, so that a flatTerm indexes them directly.
 type timelineTerms struct {
+	all             []float64
 	fwd, bwd, wtail []float64 // per op class, one instance
 	comm, adj, grad []float64 // per tensor class, one instance
 	update          float64
 }
 
-// bucketSums adds one device's terms up per bucket and block.
+// newTimelineTerms carves one device's timelineTerms from the arena.
+func (e *Encoding) newTimelineTerms(a *floatArena) timelineTerms {
+	c, t := len(e.Classes), len(e.Tensors)
+	all := a.take(3*c + 3*t)
+	return timelineTerms{all: all,
+		fwd: all[atomOffset(atomFwd, c, t):][:c], bwd: all[atomOffset(atomBwd, c, t):][:c], wtail: all[atomOffset(atomW, c, t):][:c],
+		comm: all[atomOffset(atomComm, c, t):][:t], adj: all[atomOffset(atomAdj, c, t):][:t], grad: all[atomOffset(atomGrad, c, t):][:t]}
+}
+
+// atomOffset is where atom a's per-class values start in
+// timelineTerms.all, with c op classes and t tensor classes.
+func atomOffset(a atom, c, t int) int {
+	switch a {
+	case atomFwd:
+		return 0
+	case atomBwd:
+		return c
+	case atomW:
+		return 2 * c
+	case atomComm:
+		return 3 * c
+	case atomAdj:
+		return 3*c + t
+	case atomGrad:
+		return 3*c + 2*t
+	}
+	panic("encode: unknown timeline atom")
+}
+
+// flatTerm is a term as indices: n times timelineTerms.all[src] goes to
+// the bucket sums' flat slot dst (bucket·blocks + block).
+type flatTerm struct {
+	dst, src int32
+	n        float64
+}
+
+// flatTerms is e.terms as flatTerms, in the same order, so that each
+// slot's sum adds the same values in the same order as the terms do.
+func (e *Encoding) flatTerms() []flatTerm {
+	c, t, nb := len(e.Classes), len(e.Tensors), len(e.blocks)
+	out := make([]flatTerm, len(e.terms))
+	for i, tm := range e.terms {
+		out[i] = flatTerm{dst: int32(int(tm.b)*nb + tm.k), src: int32(atomOffset(tm.a, c, t) + tm.class), n: tm.n}
+	}
+	return out
+}
+
+// bucketSums adds one device's terms up per bucket and block. It is the
+// hottest loop of Evaluate (half its time on BERT-MoE), hence the flat
+// indices rather than e.terms' (bucket, block, atom, class).
 func (e *Encoding) bucketSums(tt *timelineTerms, a *floatArena) [numBuckets][]float64 {
+	nb := len(e.blocks)
+	flat := a.take(int(numBuckets) * nb)
+	vals := tt.all
+	for _, t := range e.flat {
+		flat[t.dst] += t.n * vals[t.src]
+	}
 	var terms [numBuckets][]float64
 	for i := range terms {
-		terms[i] = a.take(len(e.blocks))
-	}
-	values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad, atomW: tt.wtail}
-	for _, t := range e.terms {
-		terms[t.b][t.k] += t.n * values[t.a][t.class]
+		terms[i] = flat[i*nb : (i+1)*nb : (i+1)*nb]
 	}
 	return terms
 }
@@ -377,7 +432,7 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 		if syncF[k] {
 			start := p
 			for d := range x {
-				start = math.Max(start, x[d])
+				start = max(start, x[d])
 			}
 			for d := range x {
 				x[d] = start + sums[d][bucketFc][k]
@@ -385,7 +440,7 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 			cf = start + sums[0][bucketFa][k]
 		} else {
 			for d := range x {
-				x[d] = math.Max(x[d], p) + sums[d][bucketFc][k]
+				x[d] = max(x[d], p) + sums[d][bucketFc][k]
 			}
 			cf = p
 		}
@@ -396,11 +451,11 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 			a := sums[0][bucketA][k]
 			end := cb
 			for d := range x {
-				end = math.Max(end, x[d]+sums[d][bucketB][k]-a-sums[d][bucketW][k])
+				end = max(end, x[d]+sums[d][bucketB][k]-a-sums[d][bucketW][k])
 			}
 			end += a
 			for d := range x {
-				x[d] = math.Max(end, x[d]+sums[d][bucketB][k]-a)
+				x[d] = max(end, x[d]+sums[d][bucketB][k]-a)
 			}
 		} else {
 			for d := range x {
@@ -409,13 +464,13 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 		}
 		issue := cb
 		for d := range x {
-			issue = math.Max(issue, x[d])
+			issue = max(issue, x[d])
 		}
 		cb = issue + sums[0][bucketN][k]
 	}
 	T := 0.0
 	for d := range x {
-		T = math.Max(T, math.Max(x[d], cb)+update[d])
+		T = max(T, max(x[d], cb)+update[d])
 	}
 	return T
 }

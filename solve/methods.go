@@ -35,6 +35,9 @@ func tidyMethods(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
 		flipped := false
 		for ti := range e.Tensors {
 			for qi := range e.Layouts(ti) {
+				if !e.MethodApplies(c, ti, qi) {
+					continue // a flag no collective reads: no flip changes anything
+				}
 				e.FlipMethod(c, ti, qi)
 				// Less communication by more than improveTolerance: a flip
 				// that only reorders equal sums is no improvement.
