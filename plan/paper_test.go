@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"hap/cost"
 	"hap/encode"
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
+	"hap/solve"
+	"hap/solve/paper"
 )
 
 // paperSafety is the safety stop the tests give the paper's search: far
@@ -60,5 +63,41 @@ func TestPaperPlansVerify(t *testing.T) {
 		if rep.Max() > verifyTol {
 			t.Errorf("%s: relative error %.3g", name, rep.Max())
 		}
+	}
+}
+
+// Once one of the paper's searches caps (paper.MaxExpansions), its later
+// searches go straight to the beam search (paper.Options.SearchEvery turns
+// that off). On bert-moe-tiny on paper-64, every search run to its end caps
+// some searches and not others after them; the shortcut gives the same
+// program, shares and cost with fewer expansions.
+func TestPaperBeamAfterACapKeepsThePlan(t *testing.T) {
+	in, err := LoadInputs("bert-moe-tiny", models.Options{}, "paper-64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.New(in.Cluster, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := paper.Options{Segments: solve.CandidateSegments(in.Graph), Optimizer: in.Optimizer}
+	short, err := paper.Synthesize(context.Background(), in.Graph, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.SearchEvery = true
+	every, err := paper.Synthesize(context.Background(), in.Graph, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("capped: searching every time %q; with the shortcut %q; expansions %d and %d", every.Capped, short.Capped, every.Expansions, short.Expansions)
+	if every.Capped == "" || every.Capped == short.Capped {
+		t.Fatalf("the case no longer has an uncapped search after a capped one (capped: %q, with the shortcut %q)", every.Capped, short.Capped)
+	}
+	if !reflect.DeepEqual(every.Program, short.Program) || every.Cost != short.Cost || !reflect.DeepEqual(every.Shares, short.Shares) || every.Method != short.Method {
+		t.Errorf("the shortcut changed the plan: cost %.12g (%s) against %.12g (%s)", short.Cost, short.Method, every.Cost, every.Method)
+	}
+	if short.Expansions >= every.Expansions {
+		t.Errorf("the shortcut expanded %d states, searching every time %d", short.Expansions, every.Expansions)
 	}
 }

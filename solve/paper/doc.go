@@ -53,6 +53,11 @@
 // paper's best-first search with a lower bound on the cost still to pay
 // in place of its zero — expanding at most MaxExpansions states, with
 // ties popped in creation order, so that it is exact and deterministic.
+// A search that reaches that bound takes a beam search's program instead
+// (not proven the cheapest), and once one has, Synthesize's later
+// searches (other rounds' shares, the other method) run the beam search
+// alone rather than spend the bound's expansions again
+// (Options.SearchEvery keeps the best-first search in each).
 //
 // # The cost (prices.go, program.go)
 //

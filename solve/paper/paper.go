@@ -32,6 +32,10 @@ type Options struct {
 	Rounds int
 	// Solver solves the ratio LP (nil: CBC).
 	Solver milp.Solver
+	// SearchEvery runs the best-first search in every round of both
+	// methods, even after one reached MaxExpansions (by default the rest
+	// go straight to the beam search); slower, for comparison.
+	SearchEvery bool
 }
 
 // Result is the paper's plan for one graph and cluster.
@@ -81,8 +85,23 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	start := ProportionalShares(m)
 	var best *Result
 	expansions, states, capped := 0, 0, ""
+	// Once one search has reached MaxExpansions, the others (the other
+	// rounds' shares, the other method) go straight to the beam search,
+	// unless SearchEvery: a search that caps is rarely followed by one
+	// that does not, and each capped search costs its expansions for
+	// nothing. GPT-2 at batch 16 on paper-16 capped all four, 8.6 s, and
+	// takes 3.4 s so. Over the 60 zoo models and clusters measured (every
+	// model on paper-8, -16, -64, h100-16 and modern-24 at the zoo's
+	// batch), the six that cap end with the same program and shares
+	// either way, two of them (bert-moe-tiny on paper-64, gpt2-tiny on
+	// modern-24) with an uncapped search after a capped one
+	// (plan.TestPaperBeamAfterACapKeepsThePlan); the grid took 36 s against 54 s.
+	var beamOnly *bool
+	if !opt.SearchEvery {
+		beamOnly = new(bool)
+	}
 	for _, method := range []Method{Padded, Grouped} {
-		r, err := p.Alternate(ctx, start, method, opt.Rounds, opt.Solver)
+		r, err := p.alternate(ctx, start, method, opt.Rounds, opt.Solver, beamOnly)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", method, err)
 		}
@@ -109,16 +128,26 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 // stops when the search's program is no cheaper than the best pair so far
 // or the LP does not improve on it.
 func (p *Problem) Alternate(ctx context.Context, start []float64, method Method, rounds int, solver milp.Solver) (*Result, error) {
+	return p.alternate(ctx, start, method, rounds, solver, nil)
+}
+
+// alternate is Alternate; with beamOnly non-nil, its searches are the
+// beam search alone once *beamOnly is set, and it sets *beamOnly when a
+// search reaches MaxExpansions.
+func (p *Problem) alternate(ctx context.Context, start []float64, method Method, rounds int, solver milp.Solver, beamOnly *bool) (*Result, error) {
 	res := &Result{Method: method, Bandwidths: p.BW}
 	shares := start
 	for round := 1; round <= rounds; round++ {
-		pa, err := p.Search(ctx, p.groupShares(shares), method)
+		pa, err := p.searchOrBeam(ctx, p.groupShares(shares), method, beamOnly != nil && *beamOnly)
 		if pa != nil {
 			res.Expansions += pa.Expansions
 			res.States += pa.States
 		}
 		if err != nil {
 			return nil, err
+		}
+		if pa.Capped && beamOnly != nil {
+			*beamOnly = true
 		}
 		if pa.Capped {
 			if res.Capped != "" {

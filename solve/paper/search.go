@@ -241,17 +241,28 @@ type Path struct {
 // marked Capped. See the package documentation for the space and its
 // reductions.
 func (p *Problem) Search(ctx context.Context, b []float64, method Method) (*Path, error) {
+	return p.searchOrBeam(ctx, b, method, false)
+}
+
+// searchOrBeam is Search, or with beamOnly the beam search alone (Capped):
+// what Search returns wherever the best-first search would reach
+// MaxExpansions, without the expansions that find that out.
+func (p *Problem) searchOrBeam(ctx context.Context, b []float64, method Method, beamOnly bool) (*Path, error) {
 	pr := p.prices(b, method)
-	pa, err := p.newSearcher(pr, false).bestFirst(ctx)
-	if !errors.Is(err, errExpansions) {
-		return pa, err
+	spent := 0
+	if !beamOnly {
+		pa, err := p.newSearcher(pr, false).bestFirst(ctx)
+		if !errors.Is(err, errExpansions) {
+			return pa, err
+		}
+		spent = MaxExpansions
 	}
-	pa, err = p.newSearcher(pr, false).beamSearch(ctx)
+	pa, err := p.newSearcher(pr, false).beamSearch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pa.Capped = true
-	pa.Expansions += MaxExpansions
+	pa.Expansions += spent
 	return pa, nil
 }
 
