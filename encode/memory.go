@@ -221,9 +221,8 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 // from the per-class shares it computes (heldShare, then haveShare, in
 // ml.perClass): each tensor class's held bytes, the part of them with a
 // gradient, and a parameter's gradient bytes, into the rows held,
-// heldGrad and grad of ml.perBlock. Listed once per encoding, in the
-// order the sums were written in before, so each adds the same values in
-// the same order.
+// heldGrad and grad of ml.perBlock. Listed once per encoding, block by
+// block (TestFlatTermsAddUpAsTheTerms).
 func (e *Encoding) memoryTerms() []flatTerm {
 	var out []flatTerm
 	nb, nt := len(e.blocks), len(e.Tensors)
