@@ -301,6 +301,9 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		return time.Until(deadline) / time.Duration(max(n, 1))
 	}
 
+	// ahead is the next set's screen, run beside a set's search.
+	var ahead *screenedAhead
+	defer func() { ahead.stop() }()
 	var (
 		best     *Plan
 		whyNot   error // the whole cluster's search's, when it found no plan
@@ -312,6 +315,9 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	for i := range queue {
 		q := &queue[i]
 		set, whole := q.set, q.in == in
+		if ahead != nil && ahead.at >= 0 && ahead.at <= i && !ahead.usable(i, best.Cost.StepSeconds) {
+			ahead.stop() // a faster plan came first: screened again below, if at all
+		}
 		switch {
 		case !q.ideal.Fits():
 			set.Outcome, set.NeedBytes, set.UsableBytes = DeviceSetMemory, q.ideal.Need, q.ideal.Usable
@@ -326,15 +332,26 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			// one's core idle (GPT-2 on modern-24: 3.8 s of the whole
 			// cluster's 16 s).
 			var paperSide *sidePaper
-			if best != nil && opt.TimeLimit == 0 && (!whole || opt.Paper == nil) {
-				paperSide = startPaper(ctx, q.in)
-			}
 			if best != nil {
 				// A plan to beat: the transport screen, which counts the
 				// set's communication (the first set searched solves the
 				// same LP beside its search).
 				screened := time.Now()
-				err := screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare)
+				var err error
+				if ahead.usable(i, best.Cost.StepSeconds) {
+					// Screened beside the last set's search, against the
+					// plan to beat now: what screening it now would give.
+					q.lp, q.lpOK, err, paperSide = ahead.take()
+					if opt.aheadTaken != nil {
+						*opt.aheadTaken++
+					}
+				} else {
+					ahead.stop()
+					if opt.TimeLimit == 0 && (!whole || opt.Paper == nil) {
+						paperSide = startPaper(ctx, q.in)
+					}
+					err = screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare)
+				}
 				if err == nil && q.lpOK && q.lp.Seconds >= best.Cost.StepSeconds {
 					set.Outcome, set.Bound, set.CutOff = DeviceSetTransportBound, q.lp.Seconds, q.lp.Cut
 				}
@@ -368,6 +385,9 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				sub.TimeLimit = share(i, best, searched)
 			}
 			searched++
+			if best != nil && opt.TimeLimit == 0 && !opt.screensInTurn {
+				ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
+			}
 			pl, err := Synthesize(ctx, q.in, sub)
 			if errors.Is(err, solve.ErrNoPlan) {
 				set.Outcome, set.Why, set.Bound = DeviceSetNoPlan, err.Error(), q.bound()
@@ -408,6 +428,81 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 		say("the plan runs on %s (devices %s), %s against %s on every device", sets[chosen].Summary, DeviceList(sets[chosen].Use), secs(sets[chosen].StepSeconds), wholeStep(sets, len(all)))
 	}
 	return best, nil
+}
+
+// screenedAhead is the transport screen of queue[at], run beside the
+// search of a set before it against cutoff, the step of the plan to beat
+// when that search began, and then, unless the screen rules the set out,
+// its paper search (sidePaper). Where that search finds no faster plan,
+// the screen is what screening the set after it would give, and the
+// device search takes it; otherwise it is dropped and the set screened
+// again against the new plan. Without a time limit only, so that every
+// screen's answer and the plan's bytes are those of screening in turn.
+// A set's search runs Polish in this process and the joint MILP in a
+// child, and Polish mostly ends first, leaving this process's core to the
+// screen: GPT-2 on modern-24 at 24, its 8 V100s' LP (5 s) beside the A100
+// and V100 machines' search.
+type screenedAhead struct {
+	at     int
+	cutoff float64
+	cancel context.CancelFunc
+	done   chan struct{}
+	lp     solve.LPBound
+	lpOK   bool
+	err    error
+	paper  *sidePaper
+}
+
+// screenAhead starts the screen of the set the device search would screen
+// next after queue[i], were best (the step to beat) to stand: the first
+// after i that holds the model with a work bound below best. nil when
+// there is none.
+func screenAhead(ctx context.Context, screen *deviceScreen, queue []screenedSet, i int, opt SynthOptions, best float64, whole *Inputs) *screenedAhead {
+	for j := i + 1; j < len(queue); j++ {
+		q := queue[j]
+		if !q.ideal.Fits() || q.ideal.WorkBound >= best {
+			continue
+		}
+		actx, cancel := context.WithCancel(ctx)
+		a := &screenedAhead{at: j, cutoff: best, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(a.done)
+			a.err = screen.transport(actx, &q, opt, best, 0)
+			a.lp, a.lpOK = q.lp, q.lpOK
+			if a.err == nil && !(q.lpOK && q.lp.Seconds >= best) && actx.Err() == nil && (q.in != whole || opt.Paper == nil) {
+				// Its own context: handed over, it outlives a.
+				a.paper = startPaper(ctx, q.in)
+			}
+		}()
+		return a
+	}
+	return nil
+}
+
+// usable reports whether a is queue[i]'s screen against best.
+func (a *screenedAhead) usable(i int, best float64) bool {
+	return a != nil && a.at == i && a.cutoff == best
+}
+
+// take waits for the screen and hands over what it found; a is spent.
+func (a *screenedAhead) take() (solve.LPBound, bool, error, *sidePaper) {
+	<-a.done
+	a.cancel()
+	p := a.paper
+	a.paper = nil
+	a.at = -1
+	return a.lp, a.lpOK, a.err, p
+}
+
+// stop cancels what is left of a and waits for it.
+func (a *screenedAhead) stop() {
+	if a == nil {
+		return
+	}
+	a.cancel()
+	<-a.done
+	a.paper.stop()
+	a.paper, a.at = nil, -1
 }
 
 // sidePaper is a set's paper search (PaperSearch) run beside something

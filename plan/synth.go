@@ -71,6 +71,12 @@ type SynthOptions struct {
 	// for these inputs (solve.Options.Bound), which the tied search then
 	// need not solve again.
 	bound *solve.LPBound
+	// screensInTurn has the device search screen each set only when it
+	// reaches it, never beside the search before (screenAhead); aheadTaken,
+	// when set, counts the screens it took from beside a search. For the
+	// tests, which compare the two.
+	screensInTurn bool
+	aheadTaken    *int
 }
 
 // Untie says which of the joint MILP's ties SynthOptions lifts.
