@@ -341,13 +341,12 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				if ahead.usable(i, best.Cost.StepSeconds) {
 					// Screened beside the last set's search, against the
 					// plan to beat now: what screening it now would give.
-					q.lp, q.lpOK, err, paperSide = ahead.take()
+					q.lp, q.lpOK, paperSide, err = ahead.take()
 					if opt.aheadTaken != nil {
 						*opt.aheadTaken++
 					}
 				} else {
-					ahead.stop()
-					if opt.TimeLimit == 0 && (!whole || opt.Paper == nil) {
+					if opt.TimeLimit == 0 && paperWanted(q, in, opt) {
 						paperSide = startPaper(ctx, q.in)
 					}
 					err = screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare)
@@ -469,7 +468,7 @@ func screenAhead(ctx context.Context, screen *deviceScreen, queue []screenedSet,
 			defer close(a.done)
 			a.err = screen.transport(actx, &q, opt, best, 0)
 			a.lp, a.lpOK = q.lp, q.lpOK
-			if a.err == nil && !(q.lpOK && q.lp.Seconds >= best) && actx.Err() == nil && (q.in != whole || opt.Paper == nil) {
+			if a.err == nil && !(q.lpOK && q.lp.Seconds >= best) && actx.Err() == nil && paperWanted(&q, whole, opt) {
 				// Its own context: handed over, it outlives a.
 				a.paper = startPaper(ctx, q.in)
 			}
@@ -485,13 +484,20 @@ func (a *screenedAhead) usable(i int, best float64) bool {
 }
 
 // take waits for the screen and hands over what it found; a is spent.
-func (a *screenedAhead) take() (solve.LPBound, bool, error, *sidePaper) {
+func (a *screenedAhead) take() (solve.LPBound, bool, *sidePaper, error) {
 	<-a.done
 	a.cancel()
 	p := a.paper
 	a.paper = nil
 	a.at = -1
-	return a.lp, a.lpOK, a.err, p
+	return a.lp, a.lpOK, p, a.err
+}
+
+// paperWanted reports whether q's search would run the paper's search
+// itself: every set's but the whole cluster's (in's) when the caller
+// already gave its program (SynthOptions.Paper).
+func paperWanted(q *screenedSet, in *Inputs, opt SynthOptions) bool {
+	return q.in != in || opt.Paper == nil
 }
 
 // stop cancels what is left of a and waits for it.
