@@ -242,3 +242,52 @@ func TestCutoffStopsAtWhatTheDualsProve(t *testing.T) {
 		t.Errorf("maximised with a cutoff: %+v %v; want its optimum %v", res, err, want.Objective)
 	}
 }
+
+// TestCutoffGoesOnWhereItStopped: with a budget too small for the dual
+// simplex to reach the cutoff, solveLPBelow goes on from where it stopped
+// when its duals are near the cutoff (cutoffNearShare), and what it
+// returns is still the optimum, or a bound its duals prove between the
+// cutoff and the optimum. On these covering LPs the budgets, half an
+// iteration a row and one, run out with the duals at about 0.67 and 0.88
+// of the optimum, so that both the cutoffs below the optimum and the one
+// above it are near enough to go on.
+func TestCutoffGoesOnWhereItStopped(t *testing.T) {
+	continued := 0
+	for trial := 0; trial < 6; trial++ {
+		m := covering(800, 5, int64(trial))
+		want, err := Solver{}.Solve(context.Background(), m, milp.Options{})
+		if err != nil || want.Status != milp.Optimal {
+			t.Fatalf("trial %d: %v %v", trial, want, err)
+		}
+		for _, frac := range []float64{0.8, 0.95, 1.1} {
+			cutoff := frac * want.Objective
+			for _, perRow := range []float64{0.5, 1} {
+				solveLock <- struct{}{} // as Solve holds it
+				res, n, err := solveLPBelowWithin(m, cutoff, 0, perRow)
+				<-solveLock
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n > cutoffContinuations {
+					t.Errorf("trial %d, cutoff %g, %g a row: went on %d times, more than %d", trial, cutoff, perRow, n, cutoffContinuations)
+				}
+				continued += n
+				switch {
+				case res.Status == milp.Optimal:
+					if math.Abs(res.Objective-want.Objective) > lpTol*math.Max(1, math.Abs(want.Objective)) {
+						t.Errorf("trial %d, cutoff %g, %g a row: optimum %v, want %v", trial, cutoff, perRow, res.Objective, want.Objective)
+					}
+				case res.Status == milp.NoSolution && res.StoppedBy == milp.LimitCutoff:
+					if frac > 1 || res.Bound < cutoff || res.Bound > want.Objective*(1+lpTol) {
+						t.Errorf("trial %d, cutoff %g, %g a row: stopped with bound %v; want it between the cutoff and the optimum %v", trial, cutoff, perRow, res.Bound, want.Objective)
+					}
+				default:
+					t.Errorf("trial %d, cutoff %g, %g a row: %+v", trial, cutoff, perRow, res)
+				}
+			}
+		}
+	}
+	if continued == 0 {
+		t.Error("no solve went on where its budget ran out near the cutoff")
+	}
+}
