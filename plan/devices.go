@@ -341,12 +341,22 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				if ahead.usable(i, best.Cost.StepSeconds) {
 					// Screened beside the last set's search, against the
 					// plan to beat now: what screening it now would give.
+					besideSearch := ahead.besideSearch
 					q.lp, q.lpOK, paperSide, err = ahead.take()
-					if opt.aheadTaken != nil {
-						*opt.aheadTaken++
+					if c := opt.aheadTaken; c != nil && besideSearch {
+						c.besideSearch++
+					} else if c != nil {
+						c.besideScreen++
 					}
 				} else {
-					if opt.TimeLimit == 0 && paperWanted(q, in, opt) {
+					if opt.TimeLimit == 0 && !opt.screensInTurn {
+						// Most screens rule their set out (48 of the
+						// devices suite's 62), and the next set's screen,
+						// against the same plan, is then what comes next.
+						ahead.stop()
+						ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
+					}
+					if opt.TimeLimit == 0 && paperWanted(q, in, opt) && !ahead.live() {
 						paperSide = startPaper(ctx, q.in)
 					}
 					err = screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare)
@@ -362,6 +372,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 					return nil, err
 				}
 				if set.Outcome != "" {
+					say("%s (devices %s): no plan on it beats %s, its transport LP bound, against the best plan's %s: not searched", set.Summary, DeviceList(set.Use), secs(set.Bound), secs(best.Cost.StepSeconds))
 					break
 				}
 			}
@@ -385,7 +396,12 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 			}
 			searched++
 			if best != nil && opt.TimeLimit == 0 && !opt.screensInTurn {
-				ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
+				if !ahead.live() { // else started beside this set's screen
+					ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
+				}
+				if ahead.live() {
+					ahead.besideSearch = true
+				}
 			}
 			pl, err := Synthesize(ctx, q.in, sub)
 			if errors.Is(err, solve.ErrNoPlan) {
@@ -444,12 +460,15 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 type screenedAhead struct {
 	at     int
 	cutoff float64
-	cancel context.CancelFunc
-	done   chan struct{}
-	lp     solve.LPBound
-	lpOK   bool
-	err    error
-	paper  *sidePaper
+	// besideSearch says a set's search ran while it did, not only a
+	// set's screen (for the tests' counts).
+	besideSearch bool
+	cancel       context.CancelFunc
+	done         chan struct{}
+	lp           solve.LPBound
+	lpOK         bool
+	err          error
+	paper        *sidePaper
 }
 
 // screenAhead starts the screen of the set the device search would screen
@@ -476,6 +495,11 @@ func screenAhead(ctx context.Context, screen *deviceScreen, queue []screenedSet,
 		return a
 	}
 	return nil
+}
+
+// live reports whether a is a screen not yet taken or stopped.
+func (a *screenedAhead) live() bool {
+	return a != nil && a.at >= 0
 }
 
 // usable reports whether a is queue[i]'s screen against best.

@@ -326,11 +326,12 @@ func TestDeviceSearch(t *testing.T) {
 // bytes are those of screening each set in turn.
 func TestScreenBesideASearch(t *testing.T) {
 	in := deviceSearchInputs(t, "mlp", 16384, "paper-16")
-	taken := 0
-	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &taken}, DevicesTypes)
+	var counts aheadCounts
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &counts}, DevicesTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
+	taken := counts.besideSearch
 	if taken == 0 {
 		t.Fatalf("no screen was taken from beside a search: the case no longer tests it")
 	}
@@ -344,6 +345,32 @@ func TestScreenBesideASearch(t *testing.T) {
 		t.Errorf("screening beside the search (%d taken) and in turn gave different plan bytes", taken)
 	}
 	t.Logf("%d screen(s) taken from beside a search; %d sets weighed", taken, len(pl.Solver.DeviceSets))
+}
+
+// TestScreenBesideAScreen: where a set's screen rules it out, the next
+// set's screen, started beside it against the same plan, is taken, and the
+// plan's bytes are those of screening in turn. mlp-tiny on paper-16: the
+// first set searched is one V100, and the screens of the sets after it
+// rule them out one by one (two taken from beside the one before).
+func TestScreenBesideAScreen(t *testing.T) {
+	in := deviceSearchInputs(t, "mlp-tiny", 0, "paper-16")
+	var counts aheadCounts
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &counts}, DevicesTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.besideScreen == 0 {
+		t.Fatalf("no screen was taken from beside a screen (%+v): the case no longer tests it", counts)
+	}
+	inTurn, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{screensInTurn: true}, DevicesTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := pl.Encode()
+	b, _ := inTurn.Encode()
+	if !bytes.Equal(a, b) {
+		t.Errorf("screening beside the screens (%+v) and in turn gave different plan bytes", counts)
+	}
 }
 
 // update rewrites the golden files under testdata/.

@@ -72,11 +72,18 @@ type SynthOptions struct {
 	// need not solve again.
 	bound *solve.LPBound
 	// screensInTurn has the device search screen each set only when it
-	// reaches it, never beside the search before (screenAhead); aheadTaken,
-	// when set, counts the screens it took from beside a search. For the
-	// tests, which compare the two.
+	// reaches it, never beside the search or screen before (screenAhead);
+	// aheadTaken, when set, counts the screens it took from beside
+	// another set's search or screen. For the tests, which compare the two.
 	screensInTurn bool
-	aheadTaken    *int
+	aheadTaken    *aheadCounts
+}
+
+// aheadCounts counts the screens the device search took that ran beside a
+// set's search, and those that ran beside screens alone
+// (SynthOptions.aheadTaken).
+type aheadCounts struct {
+	besideSearch, besideScreen int
 }
 
 // Untie says which of the joint MILP's ties SynthOptions lifts.
