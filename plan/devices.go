@@ -339,20 +339,17 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				screened := time.Now()
 				var err error
 				if ahead.usable(i, best.Cost.StepSeconds) {
-					// Screened beside the last set's search, against the
-					// plan to beat now: what screening it now would give.
-					besideSearch := ahead.besideSearch
+					// Screened beside the last set's screen or search,
+					// against the plan to beat now: what screening it now
+					// would give.
 					q.lp, q.lpOK, paperSide, err = ahead.take()
-					if c := opt.aheadTaken; c != nil && besideSearch {
-						c.besideSearch++
-					} else if c != nil {
-						c.besideScreen++
-					}
+					opt.aheadTaken.add(ahead)
 				} else {
 					if opt.TimeLimit == 0 && !opt.screensInTurn {
 						// Most screens rule their set out (48 of the
 						// devices suite's 62), and the next set's screen,
 						// against the same plan, is then what comes next.
+						// (Any screen ahead was taken or stopped above.)
 						ahead.stop()
 						ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
 					}
@@ -446,17 +443,19 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 }
 
 // screenedAhead is the transport screen of queue[at], run beside the
-// search of a set before it against cutoff, the step of the plan to beat
-// when that search began, and then, unless the screen rules the set out,
-// its paper search (sidePaper). Where that search finds no faster plan,
-// the screen is what screening the set after it would give, and the
-// device search takes it; otherwise it is dropped and the set screened
-// again against the new plan. Without a time limit only, so that every
-// screen's answer and the plan's bytes are those of screening in turn.
-// A set's search runs Polish in this process and the joint MILP in a
-// child, and Polish mostly ends first, leaving this process's core to the
-// screen: GPT-2 on modern-24 at 24, its 8 V100s' LP (5 s) beside the A100
-// and V100 machines' search.
+// screen and then the search of a set before it against cutoff, the step
+// of the plan to beat when it began, and then, unless the screen rules the
+// set out, its paper search (sidePaper). Where that set's screen rules it
+// out, or its search finds no faster plan, the screen is what screening
+// the set after it would give, and the device search takes it; otherwise
+// it is dropped and the set screened again against the new plan. Without
+// a time limit only, so that every screen's answer and the plan's bytes
+// are those of screening in turn. Two screens' LPs run in two child
+// processes (BERT-MoE on paper-8: three screens 9.3 → 6–7 s); a set's
+// search runs Polish in this process and the joint MILP in a child, and
+// Polish mostly ends first, leaving this process's core to the screen:
+// GPT-2 on modern-24 at 24, its 8 V100s' LP (5 s) beside the A100 and V100
+// machines' search.
 type screenedAhead struct {
 	at     int
 	cutoff float64

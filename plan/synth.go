@@ -86,6 +86,17 @@ type aheadCounts struct {
 	besideSearch, besideScreen int
 }
 
+// add counts a, a screen taken; c may be nil.
+func (c *aheadCounts) add(a *screenedAhead) {
+	switch {
+	case c == nil:
+	case a.besideSearch:
+		c.besideSearch++
+	default:
+		c.besideScreen++
+	}
+}
+
 // Untie says which of the joint MILP's ties SynthOptions lifts.
 type Untie struct {
 	// Layers gives every forward op its own rule (encode's NoTie), not
