@@ -325,26 +325,10 @@ func TestDeviceSearch(t *testing.T) {
 // faster plan. On mlp at batch 16384 on paper-16 it does, and the plan's
 // bytes are those of screening each set in turn.
 func TestScreenBesideASearch(t *testing.T) {
-	in := deviceSearchInputs(t, "mlp", 16384, "paper-16")
-	var counts aheadCounts
-	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &counts}, DevicesTypes)
-	if err != nil {
-		t.Fatal(err)
+	counts := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp", 16384, "paper-16"))
+	if counts.besideSearch == 0 {
+		t.Fatalf("no screen was taken from beside a search (%+v): the case no longer tests it", counts)
 	}
-	taken := counts.besideSearch
-	if taken == 0 {
-		t.Fatalf("no screen was taken from beside a search: the case no longer tests it")
-	}
-	inTurn, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{screensInTurn: true}, DevicesTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := pl.Encode()
-	b, _ := inTurn.Encode()
-	if !bytes.Equal(a, b) {
-		t.Errorf("screening beside the search (%d taken) and in turn gave different plan bytes", taken)
-	}
-	t.Logf("%d screen(s) taken from beside a search; %d sets weighed", taken, len(pl.Solver.DeviceSets))
 }
 
 // TestScreenBesideAScreen: where a set's screen rules it out, the next
@@ -353,14 +337,21 @@ func TestScreenBesideASearch(t *testing.T) {
 // first set searched is one V100, and the screens of the sets after it
 // rule them out one by one (two taken from beside the one before).
 func TestScreenBesideAScreen(t *testing.T) {
-	in := deviceSearchInputs(t, "mlp-tiny", 0, "paper-16")
+	counts := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp-tiny", 0, "paper-16"))
+	if counts.besideScreen == 0 {
+		t.Fatalf("no screen was taken from beside a screen (%+v): the case no longer tests it", counts)
+	}
+}
+
+// screensAheadAsInTurn runs the device search on in with its screens
+// ahead and with every set screened in turn, checks that the two plans'
+// bytes are the same, and returns the screens taken from ahead.
+func screensAheadAsInTurn(t *testing.T, in *Inputs) aheadCounts {
+	t.Helper()
 	var counts aheadCounts
 	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &counts}, DevicesTypes)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if counts.besideScreen == 0 {
-		t.Fatalf("no screen was taken from beside a screen (%+v): the case no longer tests it", counts)
 	}
 	inTurn, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{screensInTurn: true}, DevicesTypes)
 	if err != nil {
@@ -369,8 +360,9 @@ func TestScreenBesideAScreen(t *testing.T) {
 	a, _ := pl.Encode()
 	b, _ := inTurn.Encode()
 	if !bytes.Equal(a, b) {
-		t.Errorf("screening beside the screens (%+v) and in turn gave different plan bytes", counts)
+		t.Errorf("screening ahead (%+v taken) and in turn gave different plan bytes", counts)
 	}
+	return counts
 }
 
 // update rewrites the golden files under testdata/.
