@@ -103,8 +103,9 @@ func solveLP(m *milp.Model, limit time.Duration) (*milp.Result, error) {
 //     took it to its optimum, 0.1610 s, where the initial solve took 2.6 s.
 //
 // Either way the bound returned is what the duals prove, so only the time
-// to it changes; where the optimum lies below the cutoff, the first case
-// cannot arise and the second costs one budget before the initial solve.
+// to it changes; where the optimum lies below the cutoff, the dual simplex
+// goes on towards it, or the initial solve follows as before, at most
+// cutoffContinuations budgets later (one, by the second case alone).
 func solveLPBelow(m *milp.Model, cutoff float64, limit time.Duration) (*milp.Result, error) {
 	res, _, err := solveLPBelowWithin(m, cutoff, limit, cutoffIterationsPerRow)
 	return res, err
