@@ -353,8 +353,11 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 						ahead.stop()
 						ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
 					}
-					if opt.TimeLimit == 0 && paperWanted(q, in, opt) && !ahead.live() {
-						paperSide = startPaper(ctx, q.in)
+					if opt.TimeLimit == 0 && paperWanted(q, in, opt) {
+						// The set's paper search, wanted only where its
+						// screen passes it, waits for the screen ahead,
+						// the likelier to be wanted, to leave a core.
+						paperSide = startPaper(ctx, q.in, ahead.ended())
 					}
 					err = screen.transport(ctx, q, opt, best.Cost.StepSeconds, share(i, best, searched)/subsetTimeShare)
 				}
@@ -488,7 +491,7 @@ func screenAhead(ctx context.Context, screen *deviceScreen, queue []screenedSet,
 			a.lp, a.lpOK = q.lp, q.lpOK
 			if a.err == nil && !(q.lpOK && q.lp.Seconds >= best) && actx.Err() == nil && paperWanted(&q, whole, opt) {
 				// Its own context: handed over, it outlives a.
-				a.paper = startPaper(ctx, q.in)
+				a.paper = startPaper(ctx, q.in, nil)
 			}
 		}()
 		return a
@@ -499,6 +502,15 @@ func screenAhead(ctx context.Context, screen *deviceScreen, queue []screenedSet,
 // live reports whether a is a screen not yet taken or stopped.
 func (a *screenedAhead) live() bool {
 	return a != nil && a.at >= 0
+}
+
+// ended is closed once a's screen has ended; nil when there is no live
+// screen to wait for.
+func (a *screenedAhead) ended() <-chan struct{} {
+	if !a.live() {
+		return nil
+	}
+	return a.done
 }
 
 // usable reports whether a is queue[i]'s screen against best.
@@ -539,16 +551,26 @@ func (a *screenedAhead) stop() {
 // (the search is bounded by state counts, not time).
 type sidePaper struct {
 	done   chan struct{}
+	wanted chan struct{} // closed by wait: the search may wait no longer
 	prog   *encode.Program
 	cancel context.CancelFunc
 }
 
-// startPaper starts in's paper search, with Synthesize's safety limit.
-func startPaper(ctx context.Context, in *Inputs) *sidePaper {
+// startPaper starts in's paper search, with Synthesize's safety limit,
+// once after is closed (nil: now) or its program is waited for.
+func startPaper(ctx context.Context, in *Inputs, after <-chan struct{}) *sidePaper {
 	ctx, cancel := context.WithCancel(ctx)
-	sp := &sidePaper{done: make(chan struct{}), cancel: cancel}
+	sp := &sidePaper{done: make(chan struct{}), wanted: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(sp.done)
+		if after != nil {
+			select {
+			case <-after:
+			case <-sp.wanted:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if p, err := PaperSearch(ctx, in, PaperSafetyLimit); err == nil {
 			sp.prog = p
 		}
@@ -562,6 +584,7 @@ func (sp *sidePaper) wait() *encode.Program {
 	if sp == nil {
 		return nil
 	}
+	close(sp.wanted)
 	<-sp.done
 	sp.cancel()
 	return sp.prog

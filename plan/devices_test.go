@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"reflect"
 	"testing"
 	"time"
 
@@ -599,5 +600,33 @@ func TestParseDeviceList(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("ParseDeviceList(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
+	}
+}
+
+// A set's paper search started to wait for a screen ahead starts when that
+// screen ends, or when its program is waited for, whichever comes first:
+// with the screen still running, wait gives the program a search run now
+// gives. Stopped while it waits, it never starts.
+func TestSidePaperWaitsUntilWanted(t *testing.T) {
+	in := deviceSearchInputs(t, "mlp-tiny", 0, "paper-8")
+	want, err := PaperSearch(context.Background(), in, PaperSafetyLimit)
+	if err != nil || want == nil {
+		t.Fatalf("the paper search: %v, %v", want, err)
+	}
+	never := make(chan struct{}) // a screen ahead that runs on
+	if got := startPaper(context.Background(), in, never).wait(); !reflect.DeepEqual(got, want) {
+		t.Errorf("waited for before the screen ahead ended: %v, want the search's %v", got, want)
+	}
+	ended := make(chan struct{})
+	sp := startPaper(context.Background(), in, ended)
+	close(ended)
+	<-sp.done // started and ended without being waited for
+	if !reflect.DeepEqual(sp.prog, want) {
+		t.Errorf("after the screen ahead ended: %v, want the search's %v", sp.prog, want)
+	}
+	sp = startPaper(context.Background(), in, never)
+	sp.stop()
+	if sp.prog != nil {
+		t.Errorf("stopped while waiting, it searched: %v", sp.prog)
 	}
 }
