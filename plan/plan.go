@@ -561,7 +561,7 @@ func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
 // Lower lowers p to the per-device program the simulator runs, with the
 // cluster's cost model to run it under.
 func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
-	steps, err := lower.TrainSteps(in.Graph, p, in.Optimizer)
+	steps, err := lower.CostSteps(in.Graph, p, in.Optimizer)
 	if err != nil {
 		return nil, nil, err
 	}

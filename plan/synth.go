@@ -545,7 +545,7 @@ func fits(devs []sim.DeviceStats) bool {
 // simulated step by more than this fraction cannot win, since estimates of
 // hand-written strategies are within 1% of the simulator
 // (TestPlannerCostMatchesSimulator); it is not simulated (lowering and
-// simulating 64 devices takes about a second).
+// simulating bert-base on 64 devices takes about a third of a second).
 const screenMargin = 0.03
 
 // screenedOut reports whether p is priced by the encoding at more than
