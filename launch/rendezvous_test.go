@@ -226,7 +226,11 @@ func TestRendezvousRejects(t *testing.T) {
 func TestRendezvousNoRankZero(t *testing.T) {
 	t.Parallel()
 	ln, cfg := listen(t, 2, 400*time.Millisecond)
-	ln.Close() // nobody listens
+	ln.Close()
+	// Nobody listens on port 1 (tcpmux, below the ports a test may bind):
+	// the port ln freed could be taken by a parallel test's rank 0, which
+	// reset the connection (a CI run: "no HELLO from rank 0").
+	cfg.MasterPort = 1
 	cfg.Rank = 1
 	start := time.Now()
 	_, err := Rendezvous(context.Background(), cfg, nil)
