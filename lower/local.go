@@ -198,8 +198,9 @@ func shapesHash(seed maphash.Seed, g *ir.Graph) uint64 {
 // but for their pieces' positions and their graphs' names: the same
 // tensors and the same ops with the same attributes but for those
 // attrsAlike leaves out. (Compared field by field, as reflect.DeepEqual
-// would at several times the cost; TestAlikeComparesEveryField fails when a field is added
-// to ir.Tensor, ir.Op or ir.Attrs that these do not compare.)
+// would at several times the cost; TestAlikeComparesEveryField fails when
+// a field these do not compare is added to ir.Graph, ir.Tensor, ir.Op or
+// ir.Attrs.)
 func alikeButPositions(a, b *ir.Graph) bool {
 	if len(a.Ops) != len(b.Ops) || len(a.Tensors) != len(b.Tensors) || a.Loss != b.Loss || a.Train != nil || b.Train != nil {
 		return false

@@ -10,8 +10,9 @@ import (
 // TestAlikeComparesEveryField: a tensor, op or attribute set that differs
 // from another in any one field is not alike it, but for the attributes
 // that place a device's piece (Start, Offset, Rank) and a graph's name; so
-// a field added to ir.Graph, ir.Tensor, ir.Op or ir.Attrs, until alikeButPositions compares it, fails
-// here rather than letting devices that differ in it share a step.
+// a field added to ir.Graph, ir.Tensor, ir.Op or ir.Attrs fails here until
+// alikeButPositions compares it, rather than letting devices that differ
+// in it share a step.
 func TestAlikeComparesEveryField(t *testing.T) {
 	positions := map[string]bool{"Start": true, "Offset": true, "Rank": true}
 	eachField(t, reflect.TypeFor[ir.Attrs](), func(name string, set func(reflect.Value)) {

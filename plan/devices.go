@@ -579,7 +579,8 @@ func startPaper(ctx context.Context, in *Inputs, after <-chan struct{}) *sidePap
 }
 
 // wait returns the search's program, nil when it found none (or sp is
-// nil): Synthesize then runs the search itself.
+// nil): Synthesize then runs the search itself. A search still waiting to
+// start (startPaper's after) starts now. Called at most once.
 func (sp *sidePaper) wait() *encode.Program {
 	if sp == nil {
 		return nil
