@@ -603,3 +603,52 @@ func TestParametersFollowTheOptions(t *testing.T) {
 		}
 	}
 }
+
+// knapsackWithSlack is knapsack with a continuous column y ≤ the capacity
+// left, worth half a unit: a start that names the binaries leaves y to be
+// completed.
+func knapsackWithSlack() (m *milp.Model, y int) {
+	m = knapsack([]float64{12, 2, 1, 1, 4}, []float64{4, 2, 1, 2, 10}, 15)
+	y = m.AddCol(milp.Col{Name: "slack", Upper: inf, Obj: 0.5})
+	m.Rows[0].Coefs = append(m.Rows[0].Coefs, milp.Coef{Col: y, Val: 1})
+	return m, y
+}
+
+// TestStartIsCompletedByTheLP checks the completion of a MIP start that
+// names every integer column (completeStart): the continuous columns at
+// the LP optimum the start leaves, and nothing when the start leaves an
+// integer out or cannot be completed; and that the completed start is the
+// incumbent of a search too short to find one of its own.
+func TestStartIsCompletedByTheLP(t *testing.T) {
+	m, y := knapsackWithSlack()
+	take := map[int]float64{0: 0, 1: 1, 2: 0, 3: 0, 4: 1} // weights 2 + 4: 9 left, worth 4.5
+	solveLock <- struct{}{}
+	whole := completeStart(m, take, 0)
+	partial := completeStart(m, map[int]float64{1: 1, 4: 1}, 0)
+	over := completeStart(m, map[int]float64{0: 1, 1: 1, 2: 1, 3: 1, 4: 1}, 0)
+	<-solveLock
+	if want := []float64{0, 1, 0, 0, 1, 9}; !slices.EqualFunc(whole, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("completed start %v, want %v", whole, want)
+	}
+	if partial != nil || over != nil {
+		t.Errorf("a start naming some integers gave %v, an infeasible one %v; want nil (CBC completes them)", partial, over)
+	}
+	// One node, no heuristics or cuts: the root's LP is fractional, so the
+	// incumbent is the start's (2 + 10 + 4.5), or better.
+	bare := milp.Options{NodeLimit: 1, NoHeuristics: true, NoCuts: true, NoStrongBranching: true, NoPresolve: true}
+	withStart := bare
+	withStart.Start = take
+	res, err := Solver{}.Solve(context.Background(), m, withStart)
+	if err != nil || !res.Status.HasSolution() {
+		t.Fatalf("with a start: %+v, %v", res, err)
+	}
+	if res.Objective < 16.5-1e-9 {
+		t.Errorf("with a start: objective %v, below the start's 16.5", res.Objective)
+	}
+	if err := m.Check(res.Values, 1e-9); err != nil {
+		t.Errorf("with a start: %v", err)
+	}
+	if got := res.Values[y]; math.Abs(got-(15-12*res.Values[0]-2*res.Values[1]-res.Values[2]-res.Values[3]-4*res.Values[4])) > 1e-9 {
+		t.Errorf("slack %v does not fill the capacity left", got)
+	}
+}
