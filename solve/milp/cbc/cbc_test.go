@@ -633,8 +633,9 @@ func TestStartIsCompletedByTheLP(t *testing.T) {
 	if partial != nil || over != nil {
 		t.Errorf("a start naming some integers gave %v, an infeasible one %v; want nil (CBC completes them)", partial, over)
 	}
-	// One node, no heuristics or cuts: the root's LP is fractional, so the
-	// incumbent is the start's (2 + 10 + 4.5), or better.
+	// One node, no heuristics, cuts or presolve (the path that completes
+	// the start here): the answer is the start's value (2 + 10 + 4.5) or
+	// better (the root's LP is integral here, at 18.5), and feasible.
 	bare := milp.Options{NodeLimit: 1, NoHeuristics: true, NoCuts: true, NoStrongBranching: true, NoPresolve: true}
 	withStart := bare
 	withStart.Start = take
