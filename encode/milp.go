@@ -91,6 +91,13 @@ type milpForm struct {
 	// relaxation but, in the joint MILP, sent its ten nodes elsewhere:
 	// vgg19 on paper-16 planned 0.1259 s with it, 0.1160 s without.
 	streamRow bool
+	// spreadRow adds the spread leaves' charge rows (spreadRows): a leaf
+	// read in several blocks pays its layout change at one of its readers
+	// at least. They lift the LP relaxation (GPT-2's tied embedding); the
+	// joint MILP goes without them, as without the stream row, so that
+	// its search, and every plan, is what it was: the bound a plan
+	// reports is the transport LP's.
+	spreadRow bool
 	// lean, for an LP relaxation with the transport rows, leaves out the
 	// rows whose work those do there (TransportLP): the per-source
 	// conversion rows (conv ≥ need + have − 1), the closure rows and the
@@ -784,7 +791,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		m.Cols[v.T].Upper = milpTime * limit * (1 + limitSlack)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
-	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, col, row)
+	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, f.spreadRow, col, row)
 	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, f, col, row)
 	if memoryBinds {
 		capped := f.lean && limit > 0

@@ -55,7 +55,7 @@ import (
 // search keeps MILPBelow and takes its bound from this model's LP, less
 // the rows it makes redundant there (TransportLP, solve.Synthesize).
 func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *MILPVars) {
-	return e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true})
+	return e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, spreadRow: true})
 }
 
 // TransportLP is the LP solved for the proven bound: TransportMILP's LP
@@ -87,7 +87,7 @@ func (e *Encoding) TransportMILP(limit float64, o BoundOptions) (*milp.Model, *M
 // rows allow, as the MILP prices it) each is within its cap
 // (TestTransportLPKeepsEveryStart checks that every start stays feasible).
 func (e *Encoding) TransportLP(limit float64, o BoundOptions) (*milp.Model, *MILPVars) {
-	m, v := e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, lean: true})
+	m, v := e.milpBelow(limit, milpForm{transport: true, memory: o.Memory, anyOrder: o.AnyOrder, streamRow: true, spreadRow: true, lean: true})
 	for i := range m.Cols {
 		m.Cols[i].Integer = false
 		if limit > 0 && math.IsInf(m.Cols[i].Upper, 1) {

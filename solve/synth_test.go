@@ -189,7 +189,9 @@ func tiedGraph(batch int) *ir.Graph {
 // A leaf read in two blocks has its layout change placed at the first
 // reader that needs it, in Evaluate and in the MILP alike (the timeline's
 // spread leaves): on random clusters of two and three devices the MILP's
-// optimum is the enumerated one.
+// optimum is the enumerated one, and the transport LP, whose charge rows
+// make some reader pay the leaf's change, stays at or below it
+// (checkTransport).
 func TestTiedWeightMatchesExhaustiveEnumeration(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for i := 0; i < 8; i++ {
@@ -206,5 +208,6 @@ func TestTiedWeightMatchesExhaustiveEnumeration(t *testing.T) {
 		if res.Status != "optimal" {
 			t.Errorf("case %d: status %s", i, res.Status)
 		}
+		checkTransport(t, i, res.Encoding, want)
 	}
 }
