@@ -312,6 +312,14 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			bwdSlot[op.GradOf] = append(bwdSlot[op.GradOf], slot)
 		}
 	}
+	// update[p] is parameter p's update as the training step runs it: the
+	// optimizer's op over p, its gradient and state (Adam's moments read
+	// and written; SGD's none), which the simulator prices the same way.
+	update := map[ir.TensorID]cost.Work{}
+	for _, s := range step.Train.Params {
+		w, _ := step.Work(step.Tensors[s.Updated].Producer)
+		update[s.Param] = cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes}
+	}
 	// savedFor[t] holds the forward ops whose backward reads forward
 	// tensor t: what a device keeps from forward into backward (memory.go).
 	savedFor := make([]map[ir.OpID]bool, len(g.Tensors))
@@ -473,7 +481,10 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		}
 		if tc.Kind == ir.Param {
 			tc.Update = make([]float64, n)
-			w := cost.Work{Class: cost.ClassOptimizer, FLOPs: 12 * float64(tc.Shape.Numel()), Bytes: 7 * tc.Bytes}
+			w, ok := update[tc.Tensors[0]]
+			if !ok {
+				return nil, fmt.Errorf("parameter %s has no update in the training step", g.Tensors[tc.Tensors[0]].Name)
+			}
 			for d := 0; d < n; d++ {
 				tc.Update[d] = float64(len(tc.Tensors)) * m.ComputeTime(d, w)
 			}

@@ -629,7 +629,7 @@ func lpStoppedNote(s plan.Solver) string {
 // Empty when the step is at or above the bound.
 func boundCaveat(pl *plan.Plan) string {
 	s := pl.Solver
-	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound {
+	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound*(1-boundRoundoff) {
 		return ""
 	}
 	if pl.CommOrder != nil && !s.BoundOverAnyOrder() {
@@ -649,6 +649,13 @@ func boundCaveat(pl *plan.Plan) string {
 	}
 	return " (a bound on the planner's estimate, which the simulator undercuts here)"
 }
+
+// boundRoundoff is how far below the bound, relatively, a simulated step
+// may be and still be at it: the simulator and the solver sum the same
+// terms in different orders (a one-device plan: 1.2666666666666664e-7 s
+// simulated, 1.2666666666666666e-7 s bound), a difference of a few ulps
+// that no caveat should explain.
+const boundRoundoff = 1e-9
 
 // stoppedNote says how to ask for a tighter bound when the joint MILP's
 // own bound is the plan's, weak as it is, because of how the search was
