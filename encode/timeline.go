@@ -631,7 +631,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
 	}
 	G, K := len(e.Groups), len(e.blocks)
-	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G), Ahead: make([][][]lin, G)}
+	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G), Ahead: make([][][]aheadTerm, G)}
 	for g := range e.Groups {
 		cF := make([]int, len(e.Classes))
 		cB := make([]int, len(e.Classes))
@@ -670,16 +670,20 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 			}
 		}
 		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]
-		st.Ahead[g] = make([][]lin, K)
+		st.Ahead[g] = make([][]aheadTerm, K)
 		for k, bl := range e.blocks {
 			for _, ah := range bl.ahead {
-				l := lin{}
+				at := aheadTerm{l: lin{}}
 				for _, oc := range ah.ops {
 					if c := cF[oc.class]; c >= 0 {
-						l.add(c, float64(oc.n))
+						at.l.add(c, float64(oc.n))
+						// The most one instance's forward can take
+						// (share 1, the slowest device).
+						cl := &e.Classes[oc.class]
+						at.most += float64(oc.n) * milpTime * slices.Max(cl.TimeF) / float64(len(cl.Ops))
 					}
 				}
-				st.Ahead[g][k] = append(st.Ahead[g][k], l)
+				st.Ahead[g][k] = append(st.Ahead[g][k], at)
 			}
 		}
 		// The same for every group: communication.
@@ -793,7 +797,15 @@ type syncTerms struct {
 	Fa, P, A, N []lin
 	// Ahead[g][b][i] is the compute ahead of e.blocks[b].ahead[i]'s
 	// reader on group g.
-	Ahead [][][]lin
+	Ahead [][][]aheadTerm
+}
+
+// aheadTerm is the compute ahead of a reader (l) and the most it can be
+// under any choice (most: the big M of its row, far below the timeline's,
+// which keeps the joint MILP's relaxation as tight as it was).
+type aheadTerm struct {
+	l    lin
+	most float64
 }
 
 // syncRows states stepTime for the MILP. Per block b: binaries sF_b, sB_b
@@ -952,7 +964,11 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 						ahead.add(r, 1)
 					}
 					for g := range st.Ahead {
-						geq(fmt.Sprintf("ahead_%d_%d_%d", k, i, g), []int{r}, nil, h, st.Ahead[g][k][i])
+						// R_k ≥ ahead − most·(1 − hascoll)
+						at := st.Ahead[g][k][i]
+						l := lin{r: 1, h: -at.most}
+						addScaled(l, at.l, -1)
+						row(fmt.Sprintf("ahead_%d_%d_%d", k, i, g), -at.most, inf, l)
 					}
 				}
 			}
