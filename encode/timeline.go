@@ -2,6 +2,7 @@ package encode
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -47,13 +48,17 @@ import (
 //
 //	forward, b = 0 … K−1:   p = cf + P_b
 //	  no collective in b:    x_d = max(x_d, p) + Fc_{d,b};  cf = p
-//	  a collective in b:     s = max(p, max_d x_d);  x_d = s + Fc_{d,b};  cf = s + Fa_b
+//	  a collective in b:     s = max(p, max_d x_d);  x_d = s + Fc_{d,b};  cf = s + R_b + Fa_b
 //	backward, b = K−1 … 0:  (cb = cf)
 //	  no blocking adjoint:   x_d += B_{d,b}
 //	  a blocking adjoint:    e = max(cb, max_d (x_d + B_{d,b} − A_b − W_{d,b})) + A_b
 //	                         x_d = max(e, x_d + B_{d,b} − A_b)
 //	  then:                  cb = max(cb, max_d x_d) + N_b
 //	T = max_d max(x_d, cb) + U_d
+//
+// with R_b the forward compute in block b ahead of the reader of its last
+// activation that a collective changes (the most any device has to run
+// before that reader: 0 when the block's first op reads it).
 //
 // A block's collectives synchronise every device: the forward's are made
 // before the block's first op (the parameter's consumer) reads them, so
@@ -67,6 +72,14 @@ import (
 // adjoint needs only the input gradient of the block's first op, so it
 // runs beside that op's parameter gradients (W): without that, expert
 // parallelism's dispatch all-to-all was priced +2.65% on BERT-MoE.
+//
+// The devices themselves run the block as if its changes came at its
+// start (x_d = s + Fc_{d,b}), but the communication stream makes each at
+// its reader: it is busy with the block's last change until R_b + Fa_b
+// after the start, and the next block's prefetches queue behind it.
+// Without R_b (cf = s + Fa_b) BERT-MoE on two RTX 4090s over 12 GB/s PCIe,
+// whose combine reduce-scatter comes after the experts' compute and whose
+// stream is busy most of the step, was priced 1.25% under the simulator.
 
 // A leaf read by ops of several blocks — GPT-2's token embedding, which
 // its decoder reads again at the end of forward — has its layout change
@@ -98,6 +111,17 @@ type block struct {
 	// instances per class whose first consumer is in the block (their
 	// layout changes happen there).
 	ops, tensors []classCount
+	// ahead lists, per activation class with an instance first read in
+	// the block by an op other than its first, the op instances per class
+	// the block runs before the latest such reader (R_b's candidates).
+	ahead []aheadOf
+}
+
+// aheadOf is the forward compute ahead of an activation's reader in a
+// block: ops counts op instances per class.
+type aheadOf struct {
+	class int // the activation's tensor class
+	ops   []classCount
 }
 
 type classCount struct{ class, n int }
@@ -147,9 +171,33 @@ func (e *Encoding) buildBlocks() {
 			tensors[blockOf[first[i]]][e.tclassOf[i]]++
 		}
 	}
+	// ahead[k][t]: the ops of block k before the latest first reader of
+	// an instance of activation class t (a later reader's ops include an
+	// earlier one's, so the latest is the most on every device).
+	ahead := make([]map[int]map[int]int, b+1)
+	sofar := map[int]int{}
+	for i := range g.Ops {
+		k := blockOf[i]
+		if starts[i] {
+			sofar = map[int]int{}
+		}
+		for _, t := range g.Ops[i].Inputs {
+			if first[t] != i || g.Tensors[t].Producer == ir.NoOp || len(sofar) == 0 {
+				continue
+			}
+			if ahead[k] == nil {
+				ahead[k] = map[int]map[int]int{}
+			}
+			ahead[k][e.tclassOf[t]] = maps.Clone(sofar)
+		}
+		sofar[e.classOf[i]]++
+	}
 	e.blocks = make([]block, b+1)
 	for k := range e.blocks {
 		e.blocks[k] = block{first: firsts[k], ops: counts(ops[k]), tensors: counts(tensors[k])}
+		for _, tc := range counts(lenOf(ahead[k])) {
+			e.blocks[k].ahead = append(e.blocks[k].ahead, aheadOf{class: tc.class, ops: counts(ahead[k][tc.class])})
+		}
 	}
 	e.findSpread(blockOf)
 	e.terms = e.listTerms()
@@ -246,6 +294,16 @@ func (e *Encoding) spreadTerms(si, j int, visit func(k int, b bucket, a atom, n 
 			visit(bc.class, bucketN, atomAdj, float64(bc.n))
 		}
 	}
+}
+
+// lenOf maps each key of m to the size of its value (for counts, which
+// orders the keys).
+func lenOf(m map[int]map[int]int) map[int]int {
+	out := map[int]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
 }
 
 // counts lists m's entries in class order (deterministic encodings).
@@ -423,9 +481,9 @@ func (e *Encoding) bucketSums(tt *timelineTerms, a *floatArena) [numBuckets][]fl
 
 // stepTime is the chain above for devices with the given bucketSums and
 // update seconds; syncF[b] and syncB[b] say whether block b has a
-// collective in forward, a blocking adjoint in backward. x, one zero per
-// device, is where each device has got to.
-func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, syncF, syncB []bool, x []float64) float64 {
+// collective in forward, a blocking adjoint in backward, and ahead[b] is
+// R_b. x, one zero per device, is where each device has got to.
+func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, syncF, syncB []bool, ahead, x []float64) float64 {
 	cf := 0.0 // where the communication stream has got to
 	for k := range e.blocks {
 		p := cf + sums[0][bucketP][k]
@@ -437,7 +495,7 @@ func (e *Encoding) stepTime(sums [][numBuckets][]float64, update []float64, sync
 			for d := range x {
 				x[d] = start + sums[d][bucketFc][k]
 			}
-			cf = start + sums[0][bucketFa][k]
+			cf = start + ahead[k] + sums[0][bucketFa][k]
 		} else {
 			for d := range x {
 				x[d] = max(x[d], p) + sums[d][bucketFc][k]
@@ -504,6 +562,8 @@ func (e *Encoding) stepSeconds(ch *Choice, coll []bool, terms []timelineTerms, r
 	s.sync = resize(s.sync, 2*len(e.blocks))
 	clear(s.sync)
 	syncF, syncB := s.sync[:len(e.blocks)], s.sync[len(e.blocks):]
+	s.ahead = resize(s.ahead, len(e.blocks))
+	clear(s.ahead)
 	for k, bl := range e.blocks {
 		for _, tc := range bl.tensors {
 			t := &e.Tensors[tc.class]
@@ -512,10 +572,22 @@ func (e *Encoding) stepSeconds(ch *Choice, coll []bool, terms []timelineTerms, r
 				syncB[k] = syncB[k] || t.ReqGrad
 			}
 		}
+		for _, ah := range bl.ahead {
+			if !coll[ah.class] {
+				continue
+			}
+			for _, d := range reps {
+				r := 0.0
+				for _, oc := range ah.ops {
+					r += float64(oc.n) * terms[d].fwd[oc.class]
+				}
+				s.ahead[k] = max(s.ahead[k], r)
+			}
+		}
 	}
 	s.x = resize(s.x, len(reps))
 	clear(s.x)
-	return e.stepTime(s.sums, s.update, syncF, syncB, s.x)
+	return e.stepTime(s.sums, s.update, syncF, syncB, s.ahead, s.x)
 }
 
 // timelineScratch is the memory stepSeconds works in.
@@ -523,6 +595,7 @@ type timelineScratch struct {
 	sums   [][numBuckets][]float64
 	update []float64
 	sync   []bool
+	ahead  []float64 // R_b
 	x      []float64
 	first  []int // spreadFirst's
 }
@@ -558,7 +631,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
 	}
 	G, K := len(e.Groups), len(e.blocks)
-	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G)}
+	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G), Ahead: make([][][]aheadTerm, G)}
 	for g := range e.Groups {
 		cF := make([]int, len(e.Classes))
 		cB := make([]int, len(e.Classes))
@@ -597,6 +670,22 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 			}
 		}
 		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]
+		st.Ahead[g] = make([][]aheadTerm, K)
+		for k, bl := range e.blocks {
+			for _, ah := range bl.ahead {
+				at := aheadTerm{l: lin{}}
+				for _, oc := range ah.ops {
+					if c := cF[oc.class]; c >= 0 {
+						at.l.add(c, float64(oc.n))
+						// The most one instance's forward can take
+						// (share 1, the slowest device).
+						cl := &e.Classes[oc.class]
+						at.most += float64(oc.n) * milpTime * slices.Max(cl.TimeF) / float64(len(cl.Ops))
+					}
+				}
+				st.Ahead[g][k] = append(st.Ahead[g][k], at)
+			}
+		}
 		// The same for every group: communication.
 		st.Fa, st.P, st.A, st.N = terms[bucketFa], terms[bucketP], terms[bucketA], terms[bucketN]
 	}
@@ -706,6 +795,17 @@ type syncTerms struct {
 	Fc, B, W    [][]lin
 	U           []lin
 	Fa, P, A, N []lin
+	// Ahead[g][b][i] is the compute ahead of e.blocks[b].ahead[i]'s
+	// reader on group g.
+	Ahead [][][]aheadTerm
+}
+
+// aheadTerm is the compute ahead of a reader (l) and the most it can be
+// under any choice (most: the big M of its row, far below the timeline's,
+// which keeps the joint MILP's relaxation as tight as it was).
+type aheadTerm struct {
+	l    lin
+	most float64
 }
 
 // syncRows states stepTime for the MILP. Per block b: binaries sF_b, sB_b
@@ -716,7 +816,8 @@ type syncTerms struct {
 // when their binary is 1 (big-M rows), the chains always:
 //
 //	x_{g,b} ≥ x_{g,b−1} + Fc_{g,b}, cf_{b−1} + P_b + Fc_{g,b}     x_{g,b} ≥ x_{g',b−1} + Fc_{g,b}       if sF_b
-//	cf_b    ≥ cf_{b−1} + P_b + Fa_b                              cf_b    ≥ x_{g',b−1} + Fa_b           if sF_b
+//	cf_b    ≥ cf_{b−1} + P_b + R_b + Fa_b                        cf_b    ≥ x_{g',b−1} + R_b + Fa_b     if sF_b
+//	R_b     ≥ (compute on g ahead of activation t's reader in b)  if t's changes take a collective
 //	y_{g,b} ≥ y_{g,b+1} + B_{g,b} − A_b                          y_{g,b} ≥ y_{g',b+1} + B_{g',b} − W_{g',b}, cb_{b+1} + A_b  if sB_b
 //	cb_b    ≥ cb_{b+1} + N_b, y_{g,b} + N_b                      T ≥ y_{g,0} + U_g, cb_0 + U_g
 //
@@ -726,8 +827,9 @@ type syncTerms struct {
 // binary 0 wherever the block has no collective (tied layers share one
 // binary: the same tensor classes bound it), so the rows price a choice
 // exactly as stepTime does. (Where stepTime takes cf = p without a
-// collective, the rows' cf_b ≥ cf_{b−1} + P_b + Fa_b is the same: Fa_b is
-// then 0.)
+// collective, the rows' cf_b ≥ cf_{b−1} + P_b + R_b + Fa_b is the same:
+// Fa_b and R_b are then 0. R_b's rows hold through t's hascoll column, by
+// big M.)
 //
 // One more row holds at every integer point, since the stream runs all of
 // its collectives one after another before the update:
@@ -847,9 +949,30 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 		// Under anyOrder there is no stream chain: block k's prefetch may
 		// be issued at any time before it (fwdwait above, from 0).
 		ncf := -1
+		ahead := lin{} // R_k, where the block can have a collective
 		if !anyOrder {
 			ncf = col(fmt.Sprintf("fwdcomm_%d", k), 0, inf, false)
-			geq(fmt.Sprintf("fwdcomm_%d", k), []int{ncf}, []int{cf}, -1, st.P[k], st.Fa[k])
+			if s >= 0 {
+				r := -1
+				for i, ah := range e.blocks[k].ahead {
+					h := classHas(ah.class)
+					if h < 0 {
+						continue
+					}
+					if r < 0 {
+						r = col(fmt.Sprintf("ahead_%d", k), 0, inf, false)
+						ahead.add(r, 1)
+					}
+					for g := range st.Ahead {
+						// R_k ≥ ahead − most·(1 − hascoll)
+						at := st.Ahead[g][k][i]
+						l := lin{r: 1, h: -at.most}
+						addScaled(l, at.l, -1)
+						row(fmt.Sprintf("ahead_%d_%d_%d", k, i, g), -at.most, inf, l)
+					}
+				}
+			}
+			geq(fmt.Sprintf("fwdcomm_%d", k), []int{ncf}, []int{cf}, -1, st.P[k], st.Fa[k], ahead)
 		}
 		if s >= 0 {
 			for g2 := range x {
@@ -864,7 +987,7 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 				if ncf < 0 {
 					continue
 				}
-				geq(fmt.Sprintf("fwdcommsync_%d_%d", k, g2), []int{ncf}, []int{x[g2]}, s, st.Fa[k])
+				geq(fmt.Sprintf("fwdcommsync_%d_%d", k, g2), []int{ncf}, []int{x[g2]}, s, st.Fa[k], ahead)
 			}
 		}
 		x, cf = nx, ncf

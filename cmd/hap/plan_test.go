@@ -823,8 +823,8 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
 		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
 		// Every device: the transport LP, counting the 10 Gb/s network,
-		// proves more than the plan on one V100 and is stopped there.
-		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 0.2082 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		// proves ten times the plan on one V100.
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.771 ms, its transport LP bound (communication counted)",
 		"  ← the plan",
 		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
 		"(in the order searched, the likeliest first,",
