@@ -206,8 +206,8 @@ func (e *Encoding) buildBlocks() {
 	e.blocks = make([]block, b+1)
 	for k := range e.blocks {
 		e.blocks[k] = block{first: firsts[k], ops: counts(ops[k]), tensors: counts(tensors[k])}
-		for _, tc := range counts(lenOf(ahead[k])) {
-			ah := aheadOf{class: tc.class, ops: counts(ahead[k][tc.class])}
+		for _, t := range slices.Sorted(maps.Keys(ahead[k])) {
+			ah := aheadOf{class: t, ops: counts(ahead[k][t])}
 			for _, oc := range ah.ops {
 				cl := &e.Classes[oc.class]
 				ah.most += float64(oc.n) * slices.Max(cl.TimeF) / float64(len(cl.Ops))
@@ -312,16 +312,6 @@ func (e *Encoding) spreadTerms(si, j int, visit func(k int, b bucket, a atom, n 
 			visit(bc.class, bucketN, atomAdj, float64(bc.n))
 		}
 	}
-}
-
-// lenOf maps each key of m to the size of its value (for counts, which
-// orders the keys).
-func lenOf(m map[int]map[int]int) map[int]int {
-	out := map[int]int{}
-	for k, v := range m {
-		out[k] = len(v)
-	}
-	return out
 }
 
 // counts lists m's entries in class order (deterministic encodings).
