@@ -639,7 +639,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		cG[ti] = define(fmt.Sprintf("grad_%d", ti), gradT[ti])
 	}
 	G, K := len(e.Groups), len(e.blocks)
-	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G), Ahead: make([][][]aheadTerm, G)}
+	st := syncTerms{Fc: make([][]lin, G), B: make([][]lin, G), W: make([][]lin, G), U: make([]lin, G), Ahead: make([][][]lin, G)}
 	for g := range e.Groups {
 		cF := make([]int, len(e.Classes))
 		cB := make([]int, len(e.Classes))
@@ -678,16 +678,16 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 			}
 		}
 		st.Fc[g], st.B[g], st.W[g] = terms[bucketFc], terms[bucketB], terms[bucketW]
-		st.Ahead[g] = make([][]aheadTerm, K)
+		st.Ahead[g] = make([][]lin, K)
 		for k, bl := range e.blocks {
 			for _, ah := range bl.ahead {
-				at := aheadTerm{l: lin{}, most: milpTime * ah.most}
+				l := lin{}
 				for _, oc := range ah.ops {
 					if c := cF[oc.class]; c >= 0 {
-						at.l.add(c, float64(oc.n))
+						l.add(c, float64(oc.n))
 					}
 				}
-				st.Ahead[g][k] = append(st.Ahead[g][k], at)
+				st.Ahead[g][k] = append(st.Ahead[g][k], l)
 			}
 		}
 		// The same for every group: communication.
@@ -801,15 +801,7 @@ type syncTerms struct {
 	Fa, P, A, N []lin
 	// Ahead[g][b][i] is the compute ahead of e.blocks[b].ahead[i]'s
 	// reader on group g.
-	Ahead [][][]aheadTerm
-}
-
-// aheadTerm is the compute ahead of a reader (l) and the most it can be
-// under any choice (most: the big M of its row, far below the timeline's,
-// which keeps the joint MILP's relaxation as tight as it was).
-type aheadTerm struct {
-	l    lin
-	most float64
+	Ahead [][][]lin
 }
 
 // syncRows states stepTime for the MILP. Per block b: binaries sF_b, sB_b
@@ -967,12 +959,15 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 						r = col(fmt.Sprintf("ahead_%d", k), 0, inf, false)
 						ahead.add(r, 1)
 					}
+					// R_k ≥ ahead − most·(1 − hascoll), with the most
+					// the compute can be as the big M: far below the
+					// timeline's, which keeps the joint MILP's
+					// relaxation as tight as it was.
+					most := milpTime * ah.most
 					for g := range st.Ahead {
-						// R_k ≥ ahead − most·(1 − hascoll)
-						at := st.Ahead[g][k][i]
-						l := lin{r: 1, h: -at.most}
-						addScaled(l, at.l, -1)
-						row(fmt.Sprintf("ahead_%d_%d_%d", k, i, g), -at.most, inf, l)
+						l := lin{r: 1, h: -most}
+						addScaled(l, st.Ahead[g][k][i], -1)
+						row(fmt.Sprintf("ahead_%d_%d_%d", k, i, g), -most, inf, l)
 					}
 				}
 			}
