@@ -117,7 +117,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 	}
 	s.rep, s.reps = rep, reps
 	arena := &s.floats
-	arena.reset(2*e.N + len(reps)*(3*len(e.Classes)+3*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
+	arena.reset(2*e.N + len(reps)*(3*len(e.Classes)+5*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
 	*br = Breakdown{Compute: arena.take(e.N), Memory: arena.take(e.N)}
 	terms := resize(s.terms, e.N)
 	s.terms = terms
@@ -169,7 +169,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		s.need = e.appendNeeds(s.need, ch, ti)
 		s.needI[ti] = s.need.Has(I)
 		coll[ti] = e.collectiveBetween(ch, ti, h, s.need)
-		sec, _, err := e.tensorCommFor(ch, ti, h, s.need)
+		sec, via, err := e.tensorCommFor(ch, ti, h, s.need)
 		if err != nil {
 			return err
 		}
@@ -180,6 +180,9 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		for _, d := range reps {
 			terms[d].comm[ti] = sec.Forward
 			terms[d].adj[ti] = sec.Adjoint
+			fwd, bwd := e.padTimes(ch, ti, d, h, s.need, via)
+			terms[d].padF[ti], terms[d].padB[ti] = fwd, bwd
+			br.Compute[d] += count * (fwd + bwd)
 		}
 	}
 	ml := &s.ml

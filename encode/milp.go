@@ -314,6 +314,8 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	commT := make([]lin, len(e.Tensors))
 	adjT := make([]lin, len(e.Tensors))
 	gradT := make([]lin, len(e.Tensors))
+	padF := make([][]lin, len(e.Tensors)) // per tensor class and group: its pads' seconds (padTimes)
+	padB := make([][]lin, len(e.Tensors))
 	for ti := range commT {
 		commT[ti], gradT[ti] = lin{}, lin{}
 	}
@@ -727,6 +729,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		if len(adjLeast) > 0 {
 			row(fmt.Sprintf("a2a_adj_least_%d", ti), 0, inf, adjLeast)
 		}
+		e.padRows(ti, v, need, produced, have, shareTerm, padF, padB, col, row)
 		if transport && !t.Integer { // an integer tensor is read as it is made
 			e.transportRows(ti, have, v.x, produced, convs{made: convOf, allToAll: a2aConvOf}, col, row)
 		}
@@ -792,7 +795,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
 	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, f.spreadRow, col, row)
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, spreadComm, spreadAdj, collCols, bigM, f, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, padF, padB, spreadComm, spreadAdj, collCols, bigM, f, col, row)
 	if memoryBinds {
 		capped := f.lean && limit > 0
 		transient := e.transientTerms(have, heldCol, v.need, capped, col, row)
@@ -1146,4 +1149,91 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 		ch.Lengths = append(ch.Lengths, ls)
 	}
 	return ch, true
+}
+
+// padRows prices tensor class ti's pads (padTimes) for the timeline: per
+// group, padF[ti] the forward pads' seconds and padB[ti] the backward's.
+// A pad makes Reduce from each Gather h the tensor is made in,
+//
+//	padR_h ≥ need(R) + have(h) − 1,
+//
+// and, with a gradient, is the adjoint of the slice cutting each Gather q
+// read from an Identity copy (made Identity, gathered, or all-reduced):
+//
+//	slice_q ≥ need(q) + need(I) − 1 − have(q),   slice_q ≥ need(q) + have(I) − 1.
+//
+// Each is exact at every integer point, where the cost (positive) keeps
+// the column at its bound. A pad costs the whole tensor written plus the
+// piece read, the device's share of the layout's segment (shareTerm). A
+// tensor with a gradient made Reduce goes through Identity only where a
+// consumer reads Identity (tensorCommFor): need(I) ≤ Σ x(reads I) + 1 −
+// have(R). A class whose pads are not priced (padNegligible) gets none
+// of these.
+func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced map[Layout]bool, have func(int, Layout) lin,
+	shareTerm func(dst lin, coef float64, s, d int, on lin, owner string), padF, padB [][]lin,
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
+	inf := math.Inf(1)
+	t := &e.Tensors[ti]
+	G := len(e.Groups)
+	padF[ti], padB[ti] = make([]lin, G), make([]lin, G)
+	for g := range G {
+		padF[ti][g], padB[ti][g] = lin{}, lin{}
+	}
+	if !t.padsCost() {
+		return // no columns or rows: the tiny models' encodings stay as they were
+	}
+	price := func(dst []lin, on int, seg int, owner string) {
+		for g := range G {
+			w := milpTime * t.PadWhole[e.Groups[g][0]]
+			dst[g].add(on, w)
+			shareTerm(dst[g], w, seg, g, lin{on: 1}, owner)
+		}
+	}
+	// withHave adds sign·have(ti, h) to l.
+	withHave := func(l lin, h Layout, sign float64) lin {
+		for hc, val := range have(ti, h) {
+			l.add(hc, sign*val)
+		}
+		return l
+	}
+	layouts := e.Layouts(ti)
+	if cR, ok := need[R]; ok {
+		for _, h := range layouts {
+			if !produced[h] || h.Kind != Gather {
+				continue
+			}
+			name := fmt.Sprintf("padR_%d_%s", ti, h)
+			p := col(name, 0, 1, false)
+			row(name, -1, inf, withHave(lin{p: 1, cR: -1}, h, -1))
+			price(padF[ti], p, h.Seg, name)
+		}
+	}
+	if !t.ReqGrad {
+		return
+	}
+	needI := need[I]
+	for _, q := range layouts {
+		cq, ok := need[q]
+		if !ok || q.Kind != Gather {
+			continue
+		}
+		name := fmt.Sprintf("slice_%d_%s", ti, q)
+		sl := col(name, 0, 1, false)
+		row(name+"_copy", -1, inf, withHave(lin{sl: 1, cq: -1, needI: -1}, q, 1))
+		if produced[I] {
+			row(name+"_made", -1, inf, withHave(lin{sl: 1, cq: -1}, I, -1))
+		}
+		price(padB[ti], sl, q.Seg, name)
+	}
+	if produced[R] {
+		l := withHave(lin{needI: 1}, R, 1)
+		for _, cs := range t.Consumers {
+			for ri, r := range e.Classes[cs[0]].Rules {
+				if r.In[cs[1]] == I {
+					l.add(v.x[cs[0]][ri], -1)
+				}
+			}
+		}
+		row(fmt.Sprintf("viaI_%d", ti), -inf, 1, l)
+	}
 }

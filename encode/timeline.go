@@ -33,12 +33,15 @@ import (
 // b,
 //
 //	Fc_{d,b}  forward compute + the block's activations' layout changes (blocking)
+//	          + the pads that make Reduce from a Gather
 //	Fa_b      those layout changes (on the communication stream)
 //	P_b       the block's leaves' layout changes (prefetched)
 //	B_{d,b}   backward compute + the adjoints of those changes (blocking)
+//	          + the pads that are the adjoints of the block's slices
 //	A_b       those adjoints (on the communication stream)
 //	W_{d,b}   the block's first op's parameter gradients that its backward
-//	          makes after its input gradients (a matmul's dW after its dX)
+//	          makes after its input gradients (a matmul's dW after its dX),
+//	          and the pads of its parameters' gradients that follow them
 //	N_b       the block's parameters' gradient all-reduces and gather adjoints
 //	U_d       the optimizer updates
 //
@@ -348,6 +351,8 @@ const (
 	atomAdj              // its adjoint in backward
 	atomGrad             // a parameter class's gradient all-reduce
 	atomW                // an op class's parameter-gradient tail of backward (OpClass.TimeW)
+	atomPadF             // a tensor class's forward pads (padTimes), on the device
+	atomPadB             // its backward pads, the adjoints of its slices
 )
 
 // term is n instances of atom (of op or tensor class) in bucket b of
@@ -393,18 +398,27 @@ func (e *Encoding) listTerms() []term {
 				visit(k, bucketFc, atomComm, tc.class, n)
 				visit(k, bucketFa, atomComm, tc.class, n)
 			}
+			// A pad runs on the device's compute stream where the change
+			// or its adjoint is made.
+			visit(k, bucketFc, atomPadF, tc.class, n)
 			switch {
 			case t.Kind == ir.Param:
 				// A parameter's adjoints and gradient all-reduce block
-				// nothing until the update.
+				// nothing until the update. Its pads follow its first
+				// reader's weight gradient, the block's tail (W).
 				if t.ReqGrad && !spread {
 					visit(k, bucketN, atomAdj, tc.class, n)
 				}
 				visit(k, bucketN, atomGrad, tc.class, n)
+				if t.ReqGrad {
+					visit(k, bucketB, atomPadB, tc.class, n)
+					visit(k, bucketW, atomPadB, tc.class, n)
+				}
 			case t.ReqGrad:
 				// An activation's adjoint blocks the backward.
 				visit(k, bucketB, atomAdj, tc.class, n)
 				visit(k, bucketA, atomAdj, tc.class, n)
+				visit(k, bucketB, atomPadB, tc.class, n)
 			}
 		}
 	}
@@ -413,23 +427,26 @@ func (e *Encoding) listTerms() []term {
 
 // timelineTerms are one device's (or group's) per-instance quantities the
 // timeline adds up: forward and backward seconds per op class, forward
-// layout-change seconds and gradient all-reduce seconds per tensor class,
-// and the total update seconds. The six per-class slices are consecutive
-// pieces of all, in atom order, so that a flatTerm indexes them directly.
+// layout-change, adjoint, gradient all-reduce and pad seconds per tensor
+// class, and the total update seconds. The eight per-class slices are
+// consecutive pieces of all, in atom order, so that a flatTerm indexes
+// them directly.
 type timelineTerms struct {
 	all             []float64
 	fwd, bwd, wtail []float64 // per op class, one instance
 	comm, adj, grad []float64 // per tensor class, one instance
+	padF, padB      []float64 // per tensor class, one instance
 	update          float64
 }
 
 // newTimelineTerms carves one device's timelineTerms from the arena.
 func (e *Encoding) newTimelineTerms(a *floatArena) timelineTerms {
 	c, t := len(e.Classes), len(e.Tensors)
-	all := a.take(3*c + 3*t)
+	all := a.take(3*c + 5*t)
 	return timelineTerms{all: all,
 		fwd: all[atomOffset(atomFwd, c, t):][:c], bwd: all[atomOffset(atomBwd, c, t):][:c], wtail: all[atomOffset(atomW, c, t):][:c],
-		comm: all[atomOffset(atomComm, c, t):][:t], adj: all[atomOffset(atomAdj, c, t):][:t], grad: all[atomOffset(atomGrad, c, t):][:t]}
+		comm: all[atomOffset(atomComm, c, t):][:t], adj: all[atomOffset(atomAdj, c, t):][:t], grad: all[atomOffset(atomGrad, c, t):][:t],
+		padF: all[atomOffset(atomPadF, c, t):][:t], padB: all[atomOffset(atomPadB, c, t):][:t]}
 }
 
 // atomOffset is where atom a's per-class values start in
@@ -448,6 +465,10 @@ func atomOffset(a atom, c, t int) int {
 		return 3*c + t
 	case atomGrad:
 		return 3*c + 2*t
+	case atomPadF:
+		return 3*c + 3*t
+	case atomPadB:
+		return 3*c + 4*t
 	}
 	panic("encode: unknown timeline atom")
 }
@@ -612,7 +633,7 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, padF, padB [][]lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
 	define := func(name string, l lin) int {
@@ -660,7 +681,13 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 				terms[i][k] = lin{}
 			}
 		}
-		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW}
+		cPF := make([]int, len(e.Tensors))
+		cPB := make([]int, len(e.Tensors))
+		for ti := range e.Tensors {
+			cPF[ti] = define(fmt.Sprintf("padf_%d_%d", ti, g), padF[ti][g])
+			cPB[ti] = define(fmt.Sprintf("padb_%d_%d", ti, g), padB[ti][g])
+		}
+		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW, atomPadF: cPF, atomPadB: cPB}
 		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
 			if c := columns[a][class]; c >= 0 {
 				terms[b][k].add(c, n)
@@ -1067,8 +1094,8 @@ func (e *Encoding) syncRows(T int, st *syncTerms, collCols [][]int, bigM float64
 // timeBound is more than any time the timeline can reach under any choice
 // (seconds): every op's whole work on the slowest device, every layout
 // change at its dearest (largest piece the whole segment, every piece a
-// call) forward and backward, every gradient all-reduced, every update
-// whole — doubled. It is the big M of the sync rows.
+// call) forward and backward, every pad whole, every gradient
+// all-reduced, every update whole — doubled. It is the big M of the sync rows.
 func (e *Encoding) timeBound() float64 {
 	total := 0.0
 	for _, c := range e.Classes {
@@ -1089,6 +1116,9 @@ func (e *Encoding) timeBound() float64 {
 			}
 		}
 		total += float64(len(t.Tensors)) * 3 * worst * float64(len(e.Layouts(ti))+1)
+		// A pad per layout it is read in, and one making Reduce, each at
+		// most reading and writing the whole tensor.
+		total += float64(len(t.Tensors)) * 2 * slices.Max(t.PadWhole) * float64(len(e.Layouts(ti))+1)
 		if t.Kind == ir.Param {
 			total += slices.Max(t.Update)
 		}
