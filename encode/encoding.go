@@ -128,6 +128,10 @@ type OpClass struct {
 	// and v's input gradients is whole on every device (on vit h100-16,
 	// 0.16 ms of 1.8 ms of compute that the work share priced at 1/12).
 	Acc []AccumulationTime
+	// Roof are the class's kernels a rule can leave reading or writing
+	// operands whole, whose time Time's share understates
+	// (roofline.go); one op's each.
+	Roof []rooflineKernel
 }
 
 // AccumulationTime is the backward seconds per device, at share 1 and over all
@@ -299,6 +303,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	// bwdSlot[i][k] is the input slot whose gradient bwd[i][k] accumulates
 	// (step.Train.Accumulations), −1 for the op's own gradient work.
 	bwd := make([][]cost.Work, len(g.Ops))
+	bwdIDs := make([][]ir.OpID, len(g.Ops))
 	bwdSlot := make([][]int, len(g.Ops))
 	tail := weightTail(step, len(g.Ops))
 	accSlot := map[ir.OpID]int{}
@@ -310,6 +315,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
 			w, _ := step.Work(op.ID)
 			bwd[op.GradOf] = append(bwd[op.GradOf], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+			bwdIDs[op.GradOf] = append(bwdIDs[op.GradOf], op.ID)
 			slot, ok := accSlot[op.ID]
 			if !ok {
 				slot = -1
@@ -387,6 +393,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			for _, r := range rules {
 				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
 			}
+			oc.Roof = rooflineKernels(g, step, i, bwdIDs[i], bwdSlot[i], tail[i], rules, oc.WorkSeg, m, n)
 			e.Classes = append(e.Classes, oc)
 		}
 		oc := &e.Classes[ci]

@@ -130,7 +130,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		inst := float64(len(c.Ops))
 		for _, d := range reps {
 			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
-			time, b, w := c.Time[d]*sh, c.TimeB[d]*sh, c.TimeW[d]*sh
+			time, f, b, w := c.Time[d]*sh, c.TimeF[d]*sh, c.TimeB[d]*sh, c.TimeW[d]*sh
 			for ai := range c.Acc {
 				a := &c.Acc[ai]
 				ash := share(ch.Lengths, e.Segs, c.accSeg(r, a), d)
@@ -138,8 +138,26 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 				b += a.TimeB[d] * ash
 				w += a.TimeW[d] * ash
 			}
+			for ki := range c.Roof {
+				k := &c.Roof[ki]
+				units := 0
+				if s := c.WorkSeg[r]; s >= 0 {
+					units = ch.Lengths[s][d]
+				}
+				ex := inst * k.extra(r, d, units, sh)
+				time += ex
+				switch k.part {
+				case kernelForward:
+					f += ex
+				case kernelTail:
+					w += ex
+					b += ex
+				default:
+					b += ex
+				}
+			}
 			br.Compute[d] += time
-			terms[d].fwd[ci] = c.TimeF[d] * sh / inst
+			terms[d].fwd[ci] = f / inst
 			terms[d].bwd[ci] = b / inst
 			terms[d].wtail[ci] = w / inst
 		}

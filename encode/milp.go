@@ -121,6 +121,8 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	// Lengths, their maximum, and which are non-empty.
 	mx := make([]int, len(e.Segs))
 	nz := make([][]int, len(e.Segs))
+	// Filled below; rooflineTerms reads it before the model is done.
+	v.nz = nz
 	pieces := make([][]int, len(e.Segs)) // non-empty pieces per group: nz, or a column for a group of several
 	// L[s][g] is the units of segment s held by device group g, shared
 	// evenly by its devices (one device per group unless grouped).
@@ -361,6 +363,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 					}
 				}
 			}
+			e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], shareTerm, col, row)
 		}
 	}
 	// a2aTime is a column at least the time of an all-to-all of a tensor
@@ -786,7 +789,6 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		}
 		row(fmt.Sprintf("conserve_%s_%d", k.owner, k.s), 0, 0, l)
 	}
-	v.nz = nz
 	v.T = col("T", 0, inf, false)
 	m.Cols[v.T].Obj = 1
 	bigM := milpTime * e.timeBound()

@@ -1100,6 +1100,9 @@ func (e *Encoding) timeBound() float64 {
 	total := 0.0
 	for _, c := range e.Classes {
 		total += slices.Max(c.Time)
+		if len(c.Roof) > 0 {
+			total += slices.Max(c.Time) // a kernel's roofline extra is at most its time at share 1
+		}
 	}
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]

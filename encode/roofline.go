@@ -1,0 +1,261 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"hap/cost"
+	"hap/ir"
+)
+
+// A kernel's time is the roofline at its own shapes, max(FLOPs / rate,
+// bytes / bandwidth) (cost.Model.ComputeTime), and an op class's Time is
+// its kernels' at share 1. Time × share is right where every operand is
+// cut by the rule's work segment; but a rule leaves some whole — a
+// data-parallel matmul's weight, a column-parallel one's input, a
+// row-parallel one's partial-sum output — and each device reads or writes
+// those whole whatever its share. Such a kernel takes
+//
+//	max(a·sh, (B0 + B1·sh)/bw)   = T1·sh + max(α·sh, β + γ·sh)
+//
+// with a its FLOPs' seconds at share 1, B0 the bytes the rule leaves whole
+// and B1 those it cuts, T1 = max(a, (B0+B1)/bw) its time at share 1,
+// α = a − T1, β = B0/bw and γ = B1/bw − T1: the extra over Time's share,
+// 0 at share 1 and convex in it. Memory-bound at share 1 (α < 0) it is the
+// line β + γ·sh (β·(1 − sh)); compute-bound, the hinge max(0, β + γ·sh),
+// a column and a row in the MILP. Priced at share × Time, data-parallel
+// VGG19 on three L4s (300 GB/s for 30 TFLOP/s: its 411 MB fc1 weight is
+// read whole by every device's 43 samples) was 13.6% under the simulator.
+
+// kernelPart is where a kernel's time falls in the timeline.
+type kernelPart uint8
+
+const (
+	kernelForward  kernelPart = iota // forward compute
+	kernelBackward                   // backward compute
+	kernelTail                       // backward compute in the parameter-gradient tail (OpClass.TimeW)
+)
+
+// rooflineKernel is a kernel of each of an op class's ops whose bytes
+// are its operands' and whose operands are the op's inputs and outputs or
+// their gradients, so that what a rule leaves whole is known.
+type rooflineKernel struct {
+	part  kernelPart
+	alpha []float64 // per device, α (seconds, one op)
+	// beta and gamma are per rule and device; nil for a rule that leaves
+	// nothing whole, or cuts an operand by a segment other than its work's
+	// (where Time's share stands).
+	beta, gamma [][]float64
+	// empty is per rule and device the kernel's seconds on a device with
+	// none of the work segment's units: an empty shard reads nothing, and
+	// writes only its whole outputs (ir's emptyShardWork).
+	empty [][]float64
+}
+
+// extra is the kernel's seconds beyond Time's share under rule r on
+// device d, which holds units of the rule's work segment, share sh of
+// them (one op).
+func (k *rooflineKernel) extra(r, d, units int, sh float64) float64 {
+	switch {
+	case k.beta[r] == nil:
+		return 0
+	case units == 0:
+		return k.empty[r][d]
+	}
+	return math.Max(k.alpha[d]*sh, k.beta[r][d]+k.gamma[r][d]*sh)
+}
+
+// rooflineNegligible is the least a kernel's whole operands can take
+// (seconds, on the slowest device) for rooflineKernels to count them: a
+// nanosecond, as for padNegligible; the tiny models' encodings stay as
+// they were.
+const rooflineNegligible = 1e-9
+
+// noRole marks an operand that is none of the op's inputs and outputs
+// nor a gradient shaped like one.
+const noRole = math.MinInt
+
+// rooflineKernels lists forward op i's roofline kernels (i in g, its
+// training step step): the op itself, then its backward ops bwdIDs,
+// those with bwdSlot ≥ 0 (accumulations) left out, the last tail of them
+// in the parameter-gradient tail. An operand of a backward op is the
+// input or output it is, or whose gradient it is by shape: a gradient the
+// op's backward makes is an input's (dx, dw), one it reads an output's
+// (dy). A kernel whose bytes are not its operands' (elementwise ops count
+// touched elements, attention its scores) is left to Time's share.
+func rooflineKernels(g, step *ir.Graph, i int, bwdIDs []ir.OpID, bwdSlot []int, tail int, rules []Rule, workSegs []int, m *cost.Model, n int) []rooflineKernel {
+	fop := &g.Ops[i]
+	own := map[ir.TensorID]bool{}
+	for _, id := range bwdIDs {
+		for _, t := range step.Ops[id].Outputs {
+			own[t] = true
+		}
+	}
+	byShape := func(sh ir.Shape, ts []ir.TensorID, role func(int) int) int {
+		for j, ft := range ts {
+			if g.Tensors[ft].Shape.Equal(sh) {
+				return role(j)
+			}
+		}
+		return noRole
+	}
+	in := func(j int) int { return j }
+	out := func(j int) int { return -1 - j }
+	role := func(t ir.TensorID) int {
+		if j := slices.Index(fop.Inputs, t); j >= 0 {
+			return j
+		}
+		if j := slices.Index(fop.Outputs, t); j >= 0 {
+			return -1 - j
+		}
+		if int(t) < len(g.Tensors) {
+			return noRole // another op's forward tensor
+		}
+		sh := step.Tensors[t].Shape
+		first, second := byShape(sh, fop.Inputs, in), byShape(sh, fop.Outputs, out)
+		if !own[t] {
+			first, second = second, first
+		}
+		if first != noRole {
+			return first
+		}
+		return second
+	}
+	var kernels []rooflineKernel
+nextKernel:
+	for k := 0; k <= len(bwdIDs); k++ {
+		kop := fop
+		if k > 0 {
+			if bwdSlot[k-1] >= 0 {
+				continue
+			}
+			kop = &step.Ops[bwdIDs[k-1]]
+		}
+		w, _ := step.Work(kop.ID)
+		if k == 0 {
+			w, _ = g.Work(kop.ID)
+		}
+		var roles []int
+		var bytes []float64
+		total := 0.0
+		for _, t := range slices.Concat(kop.Inputs, kop.Outputs) {
+			r := role(t)
+			if r == noRole {
+				continue nextKernel
+			}
+			b := float64(step.Tensors[t].Shape.Numel() * step.Tensors[t].DType.Size())
+			roles, bytes, total = append(roles, r), append(bytes, b), total+b
+		}
+		if w.Bytes <= 0 || math.Abs(total-w.Bytes) > 1e-9*w.Bytes {
+			continue
+		}
+		rk := rooflineKernel{part: kernelBackward, alpha: make([]float64, n), beta: make([][]float64, len(rules)), gamma: make([][]float64, len(rules)), empty: make([][]float64, len(rules))}
+		switch {
+		case k == 0:
+			rk.part = kernelForward
+		case k > len(bwdIDs)-tail:
+			rk.part = kernelTail
+		}
+		t1 := make([]float64, n)
+		for d := range n {
+			a := m.ComputeTime(d, cost.Work{Class: w.Class, FLOPs: w.FLOPs})
+			t1[d] = math.Max(a, m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: w.Bytes}))
+			rk.alpha[d] = a - t1[d]
+		}
+		leaves := false
+	rules:
+		for ri, r := range rules {
+			if workSegs[ri] < 0 {
+				continue
+			}
+			b0, written := 0.0, 0.0 // the bytes left whole; of them, the outputs'
+			emptyIn, emptyOut := false, len(kop.Outputs) > 0
+			for j, ro := range roles {
+				var l Layout
+				if ro >= 0 {
+					l = r.In[ro]
+				} else {
+					l = r.Out[-1-ro]
+				}
+				isOut := j >= len(kop.Inputs)
+				switch {
+				case l.Kind != Gather:
+					b0 += bytes[j]
+					if isOut {
+						written += bytes[j]
+						emptyOut = false
+					}
+				case l.Seg != workSegs[ri]:
+					continue rules
+				case !isOut:
+					emptyIn = true
+				}
+			}
+			if b0 == 0 || (!emptyIn && !emptyOut) {
+				// Nothing whole, or nothing cut that an empty shard would
+				// skip (every input whole, an output too): Time's share.
+				continue
+			}
+			beta, gamma, empty := make([]float64, n), make([]float64, n), make([]float64, n)
+			for d := range n {
+				beta[d] = m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: b0})
+				gamma[d] = m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: w.Bytes - b0}) - t1[d]
+				empty[d] = m.ComputeTime(d, cost.Work{Class: ir.ClassElementwise, Bytes: written})
+			}
+			if slices.Max(beta) < rooflineNegligible {
+				continue
+			}
+			rk.beta[ri], rk.gamma[ri], rk.empty[ri] = beta, gamma, empty
+			leaves = true
+		}
+		if leaves {
+			kernels = append(kernels, rk)
+		}
+	}
+	return kernels
+}
+
+// rooflineTerms adds class ci's roofline extras (one op) under its rules
+// to the MILP's forward, backward and tail expressions of group g: per
+// rule r leaving something whole, the share sh_r of its work segment when
+// x_r is 1 (shareTerm), and per kernel a column u at least β·x_r + γ·sh_r
+// where the group holds units of the segment (the line, memory-bound at
+// share 1, or the hinge, compute-bound, with u ≥ 0), and the empty
+// shard's writes where it holds none.
+func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin,
+	shareTerm func(dst lin, coef float64, s, d int, on lin, owner string),
+	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
+	c := &e.Classes[ci]
+	d := e.Groups[g][0]
+	inf := math.Inf(1)
+	for ri := range c.Rules {
+		var sh lin
+		for ki := range c.Roof {
+			k := &c.Roof[ki]
+			if k.beta[ri] == nil {
+				continue
+			}
+			if sh == nil {
+				sh = lin{}
+				shareTerm(sh, 1, c.WorkSeg[ri], g, lin{v.x[ci][ri]: 1}, fmt.Sprintf("c%dr%d", ci, ri))
+			}
+			// u ≥ β·x + γ·sh − β·(1 − nz), u ≥ empty·(x − nz), u ≥ 0,
+			// with nz 1 when the group holds units of the segment (its
+			// first device, which the timeline prices, then some).
+			x, nz := v.x[ci][ri], v.nz[c.WorkSeg[ri]][g]
+			beta, gamma, empty := milpTime*k.beta[ri][d], milpTime*k.gamma[ri][d], milpTime*k.empty[ri][d]
+			name := fmt.Sprintf("roof_%d_%d_%d_%d", ci, ri, ki, g)
+			u := col(name, 0, inf, false)
+			l := lin{u: 1, x: -beta, nz: -beta}
+			addScaled(l, sh, -gamma)
+			row(name, -beta, inf, l)
+			row(name+"_empty", 0, inf, lin{u: 1, x: -empty, nz: empty})
+			dst := []lin{kernelForward: fwd, kernelBackward: bwd, kernelTail: bwd}[k.part]
+			dst.add(u, 1)
+			if k.part == kernelTail {
+				tail.add(u, 1)
+			}
+		}
+	}
+}
