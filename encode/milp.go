@@ -104,7 +104,12 @@ type milpForm struct {
 	// covers into Identity and into a Gather, which charge conversions
 	// from the aggregates need and have where the transport rows charge
 	// them per (made, read) pair. The model is then no longer MILPBelow's
-	// at integer points: only its LP is used.
+	// at integer points: only its LP is used. It also leaves out the pads
+	// (padRows) and the kernels' roofline extras (rooflineTerms): costs
+	// that are never negative, so the LP still bounds every plan, and
+	// with them it took twice as long for the same bound (bert-moe
+	// paper-8 at 256: the whole plan 12.3 s without, 30.0 s with; bound
+	// 1.0387333 s against 1.0387344 s).
 	lean bool
 }
 
@@ -363,7 +368,9 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 					}
 				}
 			}
-			e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], shareTerm, col, row)
+			if !f.lean { // milpForm.lean: the bound's LP leaves the extras out
+				e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], shareTerm, col, row)
+			}
 		}
 	}
 	// a2aTime is a column at least the time of an all-to-all of a tensor
@@ -732,7 +739,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		if len(adjLeast) > 0 {
 			row(fmt.Sprintf("a2a_adj_least_%d", ti), 0, inf, adjLeast)
 		}
-		e.padRows(ti, v, need, produced, have, shareTerm, padF, padB, col, row)
+		e.padRows(ti, v, need, produced, have, f.lean, padF, padB, col, row)
 		if transport && !t.Integer { // an integer tensor is read as it is made
 			e.transportRows(ti, have, v.x, produced, convs{made: convOf, allToAll: a2aConvOf}, col, row)
 		}
@@ -1166,13 +1173,12 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 //
 // Each is exact at every integer point, where the cost (positive) keeps
 // the column at its bound. A pad costs the whole tensor written plus the
-// piece read, the device's share of the layout's segment (shareTerm). A
+// piece read, the device's share of the layout's segment (price). A
 // tensor with a gradient made Reduce goes through Identity only where a
 // consumer reads Identity (tensorCommFor): need(I) ≤ Σ x(reads I) + 1 −
 // have(R). A class whose pads are not priced (padNegligible) gets none
-// of these.
-func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced map[Layout]bool, have func(int, Layout) lin,
-	shareTerm func(dst lin, coef float64, s, d int, on lin, owner string), padF, padB [][]lin,
+// of these, nor does the lean LP.
+func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced map[Layout]bool, have func(int, Layout) lin, lean bool, padF, padB [][]lin,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	inf := math.Inf(1)
 	t := &e.Tensors[ti]
@@ -1181,14 +1187,32 @@ func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced ma
 	for g := range G {
 		padF[ti][g], padB[ti][g] = lin{}, lin{}
 	}
-	if !t.padsCost() {
-		return // no columns or rows: the tiny models' encodings stay as they were
+	if !t.padsCost() || lean {
+		// No columns or rows: the tiny models' encodings stay as they
+		// were, and the bound's LP leaves the pads out (milpForm.lean).
+		return
 	}
+	// price charges pad column on (at most 1, at its bound at every integer
+	// point) to each group's expression: the whole tensor written, and the
+	// group's first device's piece read, r ≥ w·units/U − w·(1 − on), its
+	// units ⌈L/size⌉ (one big-M row rather than shareTerm's ζ, which took
+	// bert-moe paper-8's joint MILP from 22k to 28k rows and its ten nodes
+	// from 27 to 46 s).
 	price := func(dst []lin, on int, seg int, owner string) {
+		U := float64(e.Segs[seg].Units)
 		for g := range G {
 			w := milpTime * t.PadWhole[e.Groups[g][0]]
 			dst[g].add(on, w)
-			shareTerm(dst[g], w, seg, g, lin{on: 1}, owner)
+			name := fmt.Sprintf("%s_read_%d", owner, g)
+			r := col(name, 0, inf, false)
+			l := lin{r: 1, on: -w}
+			if c := v.ceil[seg][g]; c >= 0 {
+				l.add(c, -w/U)
+			} else {
+				l.add(v.L[seg][g], -w/U/float64(len(e.Groups[g])))
+			}
+			row(name, -w, inf, l)
+			dst[g].add(r, 1)
 		}
 	}
 	// withHave adds sign·have(ti, h) to l.

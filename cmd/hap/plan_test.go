@@ -830,15 +830,15 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
 		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
 		// Every device: the transport LP, counting the 10 Gb/s network,
-		// proves twice the plan on one V100 before it is stopped.
-		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 0.3436 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		// proves seven times the plan on one V100 before it is stopped.
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.158 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
 		"  ← the plan",
 		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
 		"(in the order searched, the likeliest first,",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
 		// The V100s together, a set of one GPU type (--devices types).
-		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.2331 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.4593 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
 		"No plan on any set weighed is faster: the least of their bounds, 0.1651 ms, is this plan's estimate.",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
