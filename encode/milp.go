@@ -1196,8 +1196,8 @@ func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced ma
 	// point) to each group's expression: the whole tensor written, and the
 	// group's first device's piece read, r ≥ w·units/U − w·(1 − on), its
 	// units ⌈L/size⌉ (one big-M row rather than shareTerm's ζ, which took
-	// bert-moe paper-8's joint MILP from 22k to 28k rows and its ten nodes
-	// from 27 to 46 s).
+	// bert-moe paper-8's joint MILP from 22k to 28k rows and its planning
+	// from 27 to 46 s, both measured beside a benchmark run).
 	price := func(dst []lin, on int, seg int, owner string) {
 		U := float64(e.Segs[seg].Units)
 		for g := range G {
