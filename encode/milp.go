@@ -347,6 +347,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		for g := 0; g < G; g++ {
 			d := e.Groups[g][0] // every device of a group prices the same
 			fwdC[ci][g], bwdC[ci][g], wC[ci][g] = lin{}, lin{}, lin{}
+			shares := make([]lin, len(parts)) // the group's share of each part, nil where it has no work
 			for pi, p := range parts {
 				f, b, w := p.times(c, d)
 				if f == 0 && b == 0 {
@@ -360,6 +361,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 				}
 				sh := lin{} // the group's share of the part
 				shareTerm(sh, 1, p.seg, g, on[pi], owner)
+				shares[pi] = sh
 				for col, val := range sh {
 					fwdC[ci][g].add(col, milpTime*f/inst*val)
 					bwdC[ci][g].add(col, milpTime*b/inst*val)
@@ -369,7 +371,18 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 				}
 			}
 			if !f.lean { // milpForm.lean: the bound's LP leaves the extras out
-				e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], shareTerm, col, row)
+				// A rule's share of its work, for its kernels' rows: its
+				// work part's (shared by the rules of that part, each row
+				// holding only while its own rule's x is 1).
+				workShare := func(ri int) lin {
+					for pi, p := range parts {
+						if p.work && on[pi][v.x[ci][ri]] != 0 {
+							return shares[pi]
+						}
+					}
+					return nil
+				}
+				e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], workShare, shareTerm, col, row)
 			}
 		}
 	}

@@ -66,6 +66,18 @@ func (k *rooflineKernel) extra(r, d, units int, sh float64) float64 {
 	return math.Max(k.alpha[d]*sh, k.beta[r][d]+k.gamma[r][d]*sh)
 }
 
+// reaches reports whether the kernel's extra can be positive under rule
+// r on device d when d holds units of the work segment, of U: the line or
+// hinge β + γ·sh falls as the share grows (γ ≤ −β), so it does somewhere
+// iff it is positive at the least share, one unit. A big matmul's whole
+// weight read beside its share of the batch often is not: 218 of
+// bert-moe paper-32's 466 hinges never rise at any number of samples,
+// and their rows (a column and two rows each, for nothing) had made its
+// joint MILP's search three times slower.
+func (k *rooflineKernel) reaches(r, d int, U float64) bool {
+	return k.beta[r] != nil && k.beta[r][d]+k.gamma[r][d]/U > 0
+}
+
 // rooflineNegligible is the least a kernel's whole operands can take
 // (seconds, on the slowest device) for rooflineKernels to count them: a
 // nanosecond, as for padNegligible; the tiny models' encodings stay as
@@ -218,39 +230,63 @@ nextKernel:
 
 // rooflineTerms adds class ci's roofline extras (one op) under its rules
 // to the MILP's forward, backward and tail expressions of group g: per
-// rule r leaving something whole, the share sh_r of its work segment when
-// x_r is 1 (shareTerm), and per kernel a column u at least β·x_r + γ·sh_r
-// where the group holds units of the segment (the line, memory-bound at
-// share 1, or the hinge, compute-bound, with u ≥ 0), and the empty
-// shard's writes where it holds none.
-func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin,
+// kernel a column u at least β·x_r + γ·sh where the group holds units of
+// the rule's work segment (the line, memory-bound at share 1, or the
+// hinge, compute-bound, with u ≥ 0), and the empty shard's writes where it
+// holds none. sh is the group's share of the rule's work part
+// (workShare), the one its compute is priced by: shared by the part's
+// rules, it is the rule's share while x_r is 1, and with x_r 0 the row
+// asks nothing (γ ≤ 0); that part's compute, priced at least Σ|γ| per
+// unit, keeps its ceiling term ξ from being raised to lower u. (Shares of
+// their own, a ζ and its rows per rule and group, had made bert-moe
+// paper-32's joint MILP twice as slow.) Where the part has no share, the
+// rule gets one of its own (shareTerm). A row that cannot bind is left
+// out (a kernel that never reaches above Time's share, an empty shard
+// that writes nothing), and a column with no row.
+func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin, workShare func(ri int) lin,
 	shareTerm func(dst lin, coef float64, s, d int, on lin, owner string),
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	c := &e.Classes[ci]
 	d := e.Groups[g][0]
 	inf := math.Inf(1)
 	for ri := range c.Rules {
-		var sh lin
+		if c.WorkSeg[ri] < 0 {
+			continue
+		}
+		U := float64(e.Segs[c.WorkSeg[ri]].Units)
+		// The share's ζ columns are the same rule's on every group (their
+		// sum is the whole: zetaOf), so they are made on all or none.
+		sh := workShare(ri)
+		if sh == nil && slices.ContainsFunc(c.Roof, func(k rooflineKernel) bool {
+			return slices.ContainsFunc(e.Groups, func(devs []int) bool { return k.reaches(ri, devs[0], U) })
+		}) {
+			sh = lin{}
+			shareTerm(sh, 1, c.WorkSeg[ri], g, lin{v.x[ci][ri]: 1}, fmt.Sprintf("c%dr%d", ci, ri))
+		}
 		for ki := range c.Roof {
 			k := &c.Roof[ki]
 			if k.beta[ri] == nil {
 				continue
 			}
-			if sh == nil {
-				sh = lin{}
-				shareTerm(sh, 1, c.WorkSeg[ri], g, lin{v.x[ci][ri]: 1}, fmt.Sprintf("c%dr%d", ci, ri))
+			reaches, empty := k.reaches(ri, d, U), milpTime*k.empty[ri][d]
+			if !reaches && empty == 0 {
+				continue
 			}
 			// u ≥ β·x + γ·sh − β·(1 − nz), u ≥ empty·(x − nz), u ≥ 0,
 			// with nz 1 when the group holds units of the segment (its
 			// first device, which the timeline prices, then some).
 			x, nz := v.x[ci][ri], v.nz[c.WorkSeg[ri]][g]
-			beta, gamma, empty := milpTime*k.beta[ri][d], milpTime*k.gamma[ri][d], milpTime*k.empty[ri][d]
 			name := fmt.Sprintf("roof_%d_%d_%d_%d", ci, ri, ki, g)
 			u := col(name, 0, inf, false)
-			l := lin{u: 1, x: -beta, nz: -beta}
-			addScaled(l, sh, -gamma)
-			row(name, -beta, inf, l)
-			row(name+"_empty", 0, inf, lin{u: 1, x: -empty, nz: empty})
+			if reaches {
+				beta, gamma := milpTime*k.beta[ri][d], milpTime*k.gamma[ri][d]
+				l := lin{u: 1, x: -beta, nz: -beta}
+				addScaled(l, sh, -gamma)
+				row(name, -beta, inf, l)
+			}
+			if empty > 0 {
+				row(name+"_empty", 0, inf, lin{u: 1, x: -empty, nz: empty})
+			}
 			dst := []lin{kernelForward: fwd, kernelBackward: bwd, kernelTail: bwd}[k.part]
 			dst.add(u, 1)
 			if k.part == kernelTail {
