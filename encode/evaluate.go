@@ -138,12 +138,12 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 				b += a.TimeB[d] * ash
 				w += a.TimeW[d] * ash
 			}
+			units := 0 // of the work segment, for the kernels' rooflines
+			if s := c.WorkSeg[r]; s >= 0 {
+				units = ch.Lengths[s][d]
+			}
 			for ki := range c.Roof {
 				k := &c.Roof[ki]
-				units := 0
-				if s := c.WorkSeg[r]; s >= 0 {
-					units = ch.Lengths[s][d]
-				}
 				ex := inst * k.extra(r, d, units, sh)
 				time += ex
 				switch k.part {
