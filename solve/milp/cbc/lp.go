@@ -183,8 +183,14 @@ func solveLPBelowWithin(m *milp.Model, cutoff float64, limit time.Duration, perR
 
 // cutoffIterationsPerRow bounds each of solveLPBelow's dual simplex
 // phases, in iterations per row of the LP, before it turns to Clp's
-// initial solve.
-const cutoffIterationsPerRow = 1
+// initial solve. Two: BERT-MoE's LP on all of paper-8 (batch 32, 22,293
+// rows, against a 0.366 s plan on one V100) crosses the cutoff after
+// 29,219 iterations (12.8 s), and with one a row it had proven only
+// 0.228 s, too far below the cutoff for cutoffNearShare, and went on to
+// the initial solve (35 s more, to the optimum 0.550 s): hap plan took
+// 55 s there, 25 s with two. The other LPs measured (gpt2-tiny on paper-8,
+// gpt2 and bert-base on paper-16) cross it or fall back as they did.
+const cutoffIterationsPerRow = 2
 
 // cutoffNearShare is how near the cutoff, as a share of it, the duals'
 // bound must be when the dual simplex's budget runs out for solveLPBelow
