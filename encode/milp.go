@@ -382,7 +382,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 					}
 					return nil
 				}
-				e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], workShare, shareTerm, col, row)
+				e.rooflineTerms(v, ci, g, fwdC[ci][g], bwdC[ci][g], wC[ci][g], workShare, col, row)
 			}
 		}
 	}

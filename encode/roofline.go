@@ -239,12 +239,10 @@ nextKernel:
 // asks nothing (γ ≤ 0); that part's compute, priced at least Σ|γ| per
 // unit, keeps its ceiling term ξ from being raised to lower u. (Shares of
 // their own, a ζ and its rows per rule and group, had made bert-moe
-// paper-32's joint MILP twice as slow.) Where the part has no share, the
-// rule gets one of its own (shareTerm). A row that cannot bind is left
+// paper-32's joint MILP twice as slow.) A row that cannot bind is left
 // out (a kernel that never reaches above Time's share, an empty shard
 // that writes nothing), and a column with no row.
 func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin, workShare func(ri int) lin,
-	shareTerm func(dst lin, coef float64, s, d int, on lin, owner string),
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	c := &e.Classes[ci]
 	d := e.Groups[g][0]
@@ -254,15 +252,7 @@ func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin, wor
 			continue
 		}
 		U := float64(e.Segs[c.WorkSeg[ri]].Units)
-		// The share's ζ columns are the same rule's on every group (their
-		// sum is the whole: zetaOf), so they are made on all or none.
 		sh := workShare(ri)
-		if sh == nil && slices.ContainsFunc(c.Roof, func(k rooflineKernel) bool {
-			return slices.ContainsFunc(e.Groups, func(devs []int) bool { return k.reaches(ri, devs[0], U) })
-		}) {
-			sh = lin{}
-			shareTerm(sh, 1, c.WorkSeg[ri], g, lin{v.x[ci][ri]: 1}, fmt.Sprintf("c%dr%d", ci, ri))
-		}
 		for ki := range c.Roof {
 			k := &c.Roof[ki]
 			if k.beta[ri] == nil {
@@ -271,6 +261,11 @@ func (e *Encoding) rooflineTerms(v *MILPVars, ci, g int, fwd, bwd, tail lin, wor
 			reaches, empty := k.reaches(ri, d, U), milpTime*k.empty[ri][d]
 			if !reaches && empty == 0 {
 				continue
+			}
+			if reaches && sh == nil {
+				// A roofline kernel is one of the op's, so its work part
+				// has time on every device, and a share.
+				panic(fmt.Sprintf("encode: op class %d, rule %d: a roofline kernel without its work part's share", ci, ri))
 			}
 			// u ≥ β·x + γ·sh − β·(1 − nz), u ≥ empty·(x − nz), u ≥ 0,
 			// with nz 1 when the group holds units of the segment (its
