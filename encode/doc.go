@@ -13,9 +13,10 @@
 // An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
 // gradients of an input several ops read (OpClass.Acc), priced at the
-// share of the layout the rule reads that input in, and the kernels whose
-// operands a rule leaves whole, priced at their roofline at their own
-// shapes (roofline.go). A layout change's pads (a slice's adjoint, a
+// share of the layout the rule reads that input in, and the kernels that
+// move bytes whatever the share (an operand a rule leaves whole, an
+// embedding's gradient's table), priced at their roofline at the shapes a
+// device runs them at (roofline.go). A layout change's pads (a slice's adjoint, a
 // Gather made Reduce) are compute on the devices too (padTimes). A leaf read in several
 // blocks (GPT-2's tied embedding) has its layout change timed at the first
 // reader that needs it, where Decode makes it (spreadLeaf). Evaluate

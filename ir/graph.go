@@ -319,16 +319,38 @@ func (g *Graph) inferRaw(op *Op) ([]OutSpec, error) {
 
 // Work returns the forward and backward work of a forward op, for the cost
 // model: FLOPs and bytes moved, from the shapes.
-func (g *Graph) Work(id OpID) (fwd, bwd Work) {
+func (g *Graph) Work(id OpID) (fwd, bwd Work) { return g.WorkAt(id, nil) }
+
+// WorkAt is Work with op id's operands shaped by shape (nil: as in g): the
+// work of one device's kernel of it under a sharding, whose operands are
+// the tensors' local pieces.
+func (g *Graph) WorkAt(id OpID, shape func(TensorID) Shape) (fwd, bwd Work) {
 	op := &g.Ops[id]
 	def, _ := lookup(op.Kind)
+	operand := func(t TensorID) *Tensor {
+		if shape == nil {
+			return &g.Tensors[t]
+		}
+		local := g.Tensors[t]
+		local.Shape = shape(t)
+		return &local
+	}
 	in := make([]*Tensor, len(op.Inputs))
 	for i, t := range op.Inputs {
-		in[i] = &g.Tensors[t]
+		in[i] = operand(t)
 	}
 	out := make([]*Tensor, len(op.Outputs))
 	for i, t := range op.Outputs {
-		out[i] = &g.Tensors[t]
+		out[i] = operand(t)
+	}
+	attrs := &op.Attrs
+	if shape != nil && len(op.Outputs) > 0 && Shape(attrs.Shape).Equal(g.Tensors[op.Outputs[0]].Shape) {
+		// Attributes that name the output's shape (a convolution's
+		// gradients, a pad, a reshape) follow it, as they do in a
+		// device's local graph.
+		local := *attrs
+		local.Shape = out[0].Shape
+		attrs = &local
 	}
 	if def.work == nil {
 		return Work{Class: ClassElementwise}, Work{Class: ClassElementwise}
@@ -336,7 +358,7 @@ func (g *Graph) Work(id OpID) (fwd, bwd Work) {
 	if w, empty := emptyShardWork(in, out); empty {
 		return w, w
 	}
-	return def.work(&op.Attrs, in, out)
+	return def.work(attrs, in, out)
 }
 
 // emptyShardWork is the work of an op over an empty shard — a device given

@@ -396,3 +396,49 @@ func TestEmptyShardDoesNoWork(t *testing.T) {
 		t.Fatalf("%d matmuls in the step, want the forward and its two gradients", seen)
 	}
 }
+
+// TestWorkAtIsTheWorkAtThoseShapes: an op's work priced at other operand
+// shapes (WorkAt, how the planner splits a kernel's bytes into what a
+// device's share scales and what it does not) is the work of the same op
+// in a graph built at those shapes — attributes that name the output's
+// shape (a convolution's gradients, a reshape, an embedding's gradient)
+// following it, as they do in a device's local graph. Every op of a
+// training step, at a batch of 2 priced at a batch of 6's shapes.
+func TestWorkAtIsTheWorkAtThoseShapes(t *testing.T) {
+	build := func(n int) *Graph {
+		b := NewBuilder("mixed", Float32)
+		x := b.Input("img", Float32, n, 3, 8, 8)
+		y := b.ReLU(b.Conv2D(x, b.Param("conv1.w", 4, 3, 3, 3), 1, 1))
+		y = b.Conv2D(y, b.Param("conv2.w", 4, 4, 3, 3), 1, 1) // its input's gradient: Shape = y's
+		y = b.MaxPool2D(y, 2, 2)
+		img := b.Reshape(b.AdaptiveAvgPool2D(y, 2, 2), n, 4, 4) // [n, tokens, d]
+		tok := b.Embedding(b.Label("ids", n, 4), b.Param("table", 10, 4))
+		h := b.LayerNorm(b.Add(img, tok), b.Param("ln.g", 4), b.Param("ln.b", 4))
+		h = b.GELU(b.Linear(h, b.Param("fc.w", 4, 8), b.Param("fc.b", 8)))
+		logits := b.Reshape(b.Linear(h, b.Param("out.w", 8, 5), b.Param("out.b", 5)), n*4, 5)
+		g, err := b.Finish(b.CrossEntropy(logits, b.Label("y", n*4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		step, err := BuildTrainStep(g, Adam(1e-3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return step
+	}
+	small, big := build(2), build(6)
+	if len(small.Ops) != len(big.Ops) {
+		t.Fatalf("%d ops at batch 2, %d at 6", len(small.Ops), len(big.Ops))
+	}
+	for i := range small.Ops {
+		op := &small.Ops[i]
+		got, _ := small.WorkAt(op.ID, func(id TensorID) Shape { return big.Tensors[id].Shape })
+		want, _ := big.Work(op.ID)
+		if got != want {
+			t.Errorf("op %d %s: WorkAt the batch of 6's shapes %+v, the op at 6 %+v", i, op.Kind, got, want)
+		}
+		if plain, _ := small.WorkAt(op.ID, nil); plain != func() Work { w, _ := small.Work(op.ID); return w }() {
+			t.Errorf("op %d %s: WorkAt(nil) %+v is not Work", i, op.Kind, plain)
+		}
+	}
+}
