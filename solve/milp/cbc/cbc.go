@@ -238,6 +238,13 @@ func boundsOf(m *milp.Model, sign float64) bounds {
 // solve runs one CBC solve (one Clp solve for an LP solved as loaded,
 // lp.go). Called with solveLock held.
 func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, error) {
+	return solveAnswering(m, opt, limit, nil)
+}
+
+// solveAnswering is solve in an isolated solve's worker: answer, when not
+// nil, replies for CBC and exits the process where a search from a whole
+// start ends at a limit with that start its incumbent (searchend.go).
+func solveAnswering(m *milp.Model, opt milp.Options, limit time.Duration, answer func(*milp.Result)) (*milp.Result, error) {
 	switch {
 	case len(opt.Choices) > 0:
 		return branchLP(m, opt, limit) // branch.go
@@ -278,8 +285,18 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 		C.Cbc_setObjSense(model, -1)
 	}
 
-	// Quiet: the model's log level, and the equivalent command-line parameters for CbcMain1.
-	C.Cbc_setLogLevel(model, 0)
+	params := parameters(opt, limit)
+	if answer != nil && whole != nil && m.Sense == milp.Minimize {
+		// CBC prints the end of a partial search at log level 1 (to the
+		// worker's stdout, the null device), and the handler sees only
+		// what it prints.
+		defer watchSearchEnd(model, &searchEnd{m: m, opt: opt, start: whole, startObj: objectiveSum(m, whole), began: time.Now(), answer: answer})()
+		C.Cbc_setLogLevel(model, 1)
+		params = append(params, [2]string{"log", "1"})
+	} else {
+		// Quiet: the model's log level, and the equivalent command-line parameters for CbcMain1.
+		C.Cbc_setLogLevel(model, 0)
+	}
 	if limit > 0 {
 		C.Cbc_setMaximumSeconds(model, C.double(limit.Seconds()))
 	}
@@ -289,7 +306,7 @@ func solve(m *milp.Model, opt milp.Options, limit time.Duration) (*milp.Result, 
 	if opt.RelGap > 0 {
 		C.Cbc_setAllowableFractionGap(model, C.double(opt.RelGap))
 	}
-	for _, p := range parameters(opt, limit) {
+	for _, p := range params {
 		C.Cbc_setParameter(model, strs.add(p[0]), strs.add(p[1]))
 	}
 	switch {

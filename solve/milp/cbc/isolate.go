@@ -68,19 +68,25 @@ func worker() int {
 		fmt.Fprintln(os.Stderr, "cbc worker: aborting as asked")
 		syscall.Kill(os.Getpid(), syscall.SIGABRT)
 	}
-	res, err := solve(j.Model, j.Opt, j.Limit)
+	out := os.NewFile(3, "reply")
+	write := func(r *reply) int {
+		if err := gob.NewEncoder(out).Encode(r); err != nil {
+			fmt.Fprintf(os.Stderr, "cbc worker: writing the reply: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	// CBC's search may end with its start still the incumbent: the reply
+	// goes then, and the worker with it (searchend.go).
+	answer := func(res *milp.Result) { os.Exit(write(&reply{Result: res})) }
+	res, err := solveAnswering(j.Model, j.Opt, j.Limit, answer)
 	var r reply
 	if err != nil {
 		r.Err = err.Error()
 	} else {
 		r.Result = res
 	}
-	out := os.NewFile(3, "reply")
-	if err := gob.NewEncoder(out).Encode(&r); err != nil {
-		fmt.Fprintf(os.Stderr, "cbc worker: writing the reply: %v\n", err)
-		return 2
-	}
-	return 0
+	return write(&r)
 }
 
 // orphanPoll is how often a worker checks that the program that started
