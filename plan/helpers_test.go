@@ -5,6 +5,7 @@ import (
 
 	"hap/encode"
 	"hap/models"
+	"hap/sim"
 	"hap/strategy"
 )
 
@@ -39,4 +40,19 @@ func reread(t *testing.T, pl *Plan) *Plan {
 		t.Fatal(err)
 	}
 	return back
+}
+
+// pricedAndRun is choice ch's price in e and the simulator's run of its
+// program p, both of in.
+func pricedAndRun(t testing.TB, in *Inputs, e *encode.Encoding, ch *encode.Choice, p *encode.Program) (*encode.Breakdown, *sim.Result) {
+	t.Helper()
+	br, err := e.Evaluate(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Simulate(in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return br, r
 }

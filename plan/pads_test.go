@@ -65,14 +65,7 @@ func TestPlannerPricesTheSlicesPads(t *testing.T) {
 	if sliced < 3 {
 		t.Fatalf("the program slices %d tensors with a gradient, want the two weights and an activation", sliced)
 	}
-	br, err := e.Evaluate(ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Simulate(in, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	br, r := pricedAndRun(t, in, e, ch, p)
 	rel := br.Seconds/r.StepSeconds - 1
 	t.Logf("planner %.5f s, simulator %.5f s (%+.2f%%), %d slices", br.Seconds, r.StepSeconds, 100*rel, sliced)
 	if math.Abs(rel) > oneCostTolerance {

@@ -107,14 +107,7 @@ func TestPlannerPricesEachKernelAsItRuns(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s, %s: not a choice of the encoding", model, name)
 			}
-			br, err := e.Evaluate(ch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := Simulate(in, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			br, r := pricedAndRun(t, in, e, ch, p)
 			worst := 0.0
 			for d, st := range r.Devices {
 				if rel := br.Compute[d]/st.Compute - 1; math.Abs(rel) > math.Abs(worst) {
