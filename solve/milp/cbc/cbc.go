@@ -17,7 +17,9 @@
 //     isolated solve (Solver.Isolated) runs in a child process with CBC to itself and takes no lock,
 //     so it runs beside the in-process one.
 //   - CBC's log is switched off (Cbc_setLogLevel 0 and the "log"/"slogLevel" parameters 0), so
-//     nothing is printed on stdout; the tests check this.
+//     nothing is printed on stdout; the tests check this. The one exception is an isolated solve's
+//     worker searching from a whole start: it logs at level 1, to its stdout (the null device), for
+//     its message callback to see the search end and answer without CBC's re-solve (searchend.go).
 //   - Models without integer columns are solved by CBC as a plain LP (Clp's initial solve). CBC
 //     applies time limits to branch and bound only, so such a solve is not time-limited. With
 //     Options.DualBoundOnStop and a time limit an LP goes to Clp directly instead (lp.go), which
