@@ -426,6 +426,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			}
 		}
 	}
+	e.pruneRooflines()
 	// Tensor classes: leaves by normalised name and shape, computed tensors
 	// by their producer's class and output — and both by the op classes
 	// and slots that read them, so that every instance of a class needs

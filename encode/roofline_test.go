@@ -87,3 +87,42 @@ func TestSplitBytes(t *testing.T) {
 		t.Error("attention with queries and keys cut along the sequence: split as a line")
 	}
 }
+
+// TestPruneRooflinesLeavesOutTheLeastWithinItsBudget: the extras that
+// can add least to a step (ops × their most on any device) go first,
+// while their sum stays within RooflineBudget of the least compute any
+// plan's busiest device does; a kernel with no rule left goes too.
+func TestPruneRooflinesLeavesOutTheLeastWithinItsBudget(t *testing.T) {
+	// Two devices; the floor is (min(1, 2) + min(1.5, 1)) / 2 = 1 s of
+	// compute, so the budget is RooflineBudget seconds.
+	b := RooflineBudget
+	kernel := func(betas ...float64) rooflineKernel {
+		k := rooflineKernel{alpha: []float64{0, 0}}
+		for _, beta := range betas {
+			if beta < 0 {
+				k.beta, k.gamma, k.empty = append(k.beta, nil), append(k.gamma, nil), append(k.empty, nil)
+				continue
+			}
+			k.beta = append(k.beta, []float64{beta, beta / 2})
+			k.gamma = append(k.gamma, []float64{-beta, -beta})
+			k.empty = append(k.empty, []float64{0, 0})
+		}
+		return k
+	}
+	e := &Encoding{N: 2, Classes: []OpClass{
+		// Two ops: each extra counts twice.
+		{Ops: []ir.OpID{0, 1}, Time: []float64{1, 2}, Roof: []rooflineKernel{kernel(0.1*b, -1, 0.3*b), kernel(5 * b)}},
+		{Ops: []ir.OpID{2}, Time: []float64{1.5, 1}, Roof: []rooflineKernel{kernel(0.35 * b)}},
+	}}
+	e.Classes[1].Roof[0].empty[0] = []float64{0, 0.45 * b} // its empty shard writes more than β
+	e.pruneRooflines()
+	// Smallest first: 0.2b (class 0, rule 0), 0.45b (class 1), 0.6b
+	// (class 0, rule 2) would pass the budget: kept, as is 10b.
+	c0, c1 := &e.Classes[0], &e.Classes[1]
+	if len(c0.Roof) != 2 || c0.Roof[0].beta[0] != nil || c0.Roof[0].beta[2] == nil || c0.Roof[1].beta[0] == nil {
+		t.Errorf("class 0's kernels after pruning: %+v", c0.Roof)
+	}
+	if len(c1.Roof) != 0 {
+		t.Errorf("class 1's only extra is within the budget, yet its kernel stays: %+v", c1.Roof)
+	}
+}

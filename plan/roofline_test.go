@@ -69,12 +69,18 @@ func TestMILPPricesTheKernelsRooflinesAsEvaluate(t *testing.T) {
 	}
 }
 
-// kernelTolerance is how far a device's compute busy time as the
-// planner prices it may be from the simulator's, where every kernel's
-// time is its roofline at the shapes the rule gives it (data-parallel
-// programs: no accumulation a layout change splits, below): float64 sums
-// over a few thousand kernels.
+// kernelTolerance is how far over the simulator's a device's compute
+// busy time as the planner prices it may be, where every kernel's time is
+// its roofline at the shapes the rule gives it (data-parallel programs:
+// no accumulation a layout change splits, below): float64 sums over a
+// few thousand kernels. Under it, the planner may be by the extras it
+// leaves out (encode.RooflineBudget of the busiest device's least
+// compute; twice that for the least busy device here, a share of 2 of 8
+// samples against the others' 3).
 const kernelTolerance = 1e-6
+
+// kernelUnderTolerance is how far under the simulator's it may be.
+const kernelUnderTolerance = 2 * encode.RooflineBudget
 
 // TestPlannerPricesEachKernelAsItRuns checks that the planner prices
 // every kernel of a data-parallel step at the roofline of the shapes a
@@ -86,8 +92,10 @@ const kernelTolerance = 1e-6
 // step, BERT-MoE −0.92%), a weight's gradient of a 3-D input reads x and
 // dy as the matrices the backward reshapes them to (ViT −3.02%), and
 // normalisations and biases' gradients write their parameters' whole
-// (GPT-2 −0.40%). Tensor-parallel programs are logged: their gradient
-// sums are priced per reader (docs/planner.md, Known limits).
+// (GPT-2 −0.40%); now each device's compute is the simulator's less at
+// most the extras the encoding leaves out (1e-5 of it here).
+// Tensor-parallel programs are logged: their gradient sums are priced per
+// reader (docs/planner.md, Known limits).
 func TestPlannerPricesEachKernelAsItRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full-size models")
@@ -119,7 +127,7 @@ func TestPlannerPricesEachKernelAsItRuns(t *testing.T) {
 			if name == "megatron" {
 				continue
 			}
-			if math.Abs(worst) > kernelTolerance || math.Abs(step) > oneCostTolerance {
+			if worst > kernelTolerance || worst < -kernelUnderTolerance || math.Abs(step) > oneCostTolerance {
 				t.Errorf("%s, %s on three L4s at 8: compute %+.2e, step %+.2f%% of the simulator's", model, name, worst, 100*step)
 			}
 		}
