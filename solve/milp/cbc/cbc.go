@@ -292,7 +292,7 @@ func solveAnswering(m *milp.Model, opt milp.Options, limit time.Duration, answer
 		// CBC prints the end of a partial search at log level 1 (to the
 		// worker's stdout, the null device), and the handler sees only
 		// what it prints.
-		defer watchSearchEnd(model, &searchEnd{m: m, opt: opt, start: whole, startObj: objectiveSum(m, whole), began: time.Now(), answer: answer})()
+		defer watchSearchEnd(model, &searchEnd{m: m, opt: opt, start: whole, startObj: m.Objective(whole) - m.ObjConst, began: time.Now(), answer: answer})()
 		C.Cbc_setLogLevel(model, 1)
 		params = append(params, [2]string{"log", "1"})
 	} else {
@@ -536,12 +536,7 @@ func read(model unsafe.Pointer, m *milp.Model, lpOnly bool, res *milp.Result) er
 		res.Objective, res.Bound, res.Gap = math.NaN(), bound, math.Inf(1)
 		return nil
 	}
-	for j, c := range m.Cols {
-		if c.Integer {
-			values[j] = math.Round(values[j])
-		}
-	}
-	res.Values = values
+	res.Values = roundIntegers(m, values)
 	res.Objective = m.Objective(values)
 	switch {
 	case math.IsNaN(bound):
@@ -558,6 +553,17 @@ func read(model unsafe.Pointer, m *milp.Model, lpOnly bool, res *milp.Result) er
 	res.Bound = bound
 	res.Gap = milp.Gap(res.Objective, res.Bound)
 	return nil
+}
+
+// roundIntegers rounds x's integer columns of m to their integers, as CBC
+// holds them within its integrality tolerance, and returns x.
+func roundIntegers(m *milp.Model, x []float64) []float64 {
+	for j, c := range m.Cols {
+		if c.Integer {
+			x[j] = math.Round(x[j])
+		}
+	}
+	return x
 }
 
 // summationNoise is how far apart, relative to the objective, CBC's

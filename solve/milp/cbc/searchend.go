@@ -65,12 +65,7 @@ func hapCBCPartialSearch(handle C.uintptr_t, best, possible C.double, nodes C.in
 	if s.opt.NodeLimit > 0 && int(nodes) >= s.opt.NodeLimit {
 		res.StoppedBy = milp.LimitNodes
 	}
-	res.Values = append([]float64(nil), s.start...)
-	for j, c := range s.m.Cols {
-		if c.Integer {
-			res.Values[j] = math.Round(res.Values[j])
-		}
-	}
+	res.Values = roundIntegers(s.m, append([]float64(nil), s.start...))
 	res.Objective = s.m.Objective(res.Values)
 	res.Bound = math.Inf(-1)
 	if b := float64(possible); math.Abs(b) < cbcHuge {
@@ -79,14 +74,4 @@ func hapCBCPartialSearch(handle C.uintptr_t, best, possible C.double, nodes C.in
 	res.Gap = milp.Gap(res.Objective, res.Bound)
 	res.Runtime = time.Since(s.began)
 	s.answer(res)
-}
-
-// objectiveSum is x's objective in m as CBC sums it: the columns' terms,
-// without the model's constant.
-func objectiveSum(m *milp.Model, x []float64) float64 {
-	sum := 0.0
-	for j, c := range m.Cols {
-		sum += c.Obj * x[j]
-	}
-	return sum
 }
