@@ -48,6 +48,8 @@ type Encoding struct {
 	// Groups are the devices the MILP treats as one: identical hardware,
 	// each group's units spread evenly over its devices.
 	Groups [][]int
+	// groupOfDevice is each device's index in Groups.
+	groupOfDevice []int
 	// hardware names each device's type (identical for interchangeable
 	// devices even with NoGroup); Evaluate prices one device per type and
 	// lengths.
@@ -137,11 +139,16 @@ type OpClass struct {
 // AccumulationTime is the backward seconds per device, at share 1 and over all
 // of a class's ops, of the adds that sum the gradient of its input slot
 // Slot; W is the part of it in the op's parameter-gradient tail (a
-// parameter that two ops read: the tied embedding).
+// parameter that two ops read: the tied embedding). TimeS is the add the
+// reader would make had backward not met it first (ir.GradStart): priced
+// too, so that every reader of a summed tensor is priced alike, and taken
+// back by the tensor's sum tree (gradsum.go). The work LP leaves it out:
+// it is no kernel.
 type AccumulationTime struct {
 	Slot  int
 	TimeB []float64
 	TimeW []float64
+	TimeS []float64
 }
 
 // workPart is a part of an op class's time that one segment's share
@@ -162,7 +169,7 @@ func (p workPart) times(c *OpClass, d int) (f, b, w float64) {
 	}
 	for ai := range p.acc {
 		if p.acc[ai] == '1' {
-			b += c.Acc[ai].TimeB[d]
+			b += c.Acc[ai].TimeB[d] + c.Acc[ai].TimeS[d]
 			w += c.Acc[ai].TimeW[d]
 		}
 	}
@@ -213,7 +220,7 @@ func (c *OpClass) accumulation(slot, n int) *AccumulationTime {
 			return &c.Acc[i]
 		}
 	}
-	c.Acc = append(c.Acc, AccumulationTime{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n)})
+	c.Acc = append(c.Acc, AccumulationTime{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n), TimeS: make([]float64, n)})
 	return &c.Acc[len(c.Acc)-1]
 }
 
@@ -254,6 +261,11 @@ type TensorClass struct {
 	// ProducerSaves: the producer's own backward reads it (relu, softmax).
 	ConsumerSaves []bool
 	ProducerSaves bool
+	// SumAdd is per device the seconds of one add of one tensor's whole
+	// gradient, for a class whose gradients backward sums over several
+	// readers (nil otherwise, or where the adds are negligible: see
+	// sumNegligible): what its sum tree prices (gradsum.go).
+	SumAdd []float64
 }
 
 // Encode builds the encoding of forward graph g with candidate segments
@@ -292,6 +304,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			e.Groups = append(e.Groups, nil)
 		}
 		e.Groups[g] = append(e.Groups[g], d)
+		e.groupOfDevice = append(e.groupOfDevice, g)
 	}
 	step, err := ir.BuildTrainStep(g, opt.Optimizer)
 	if err != nil {
@@ -310,6 +323,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	for _, a := range step.Train.Accumulations {
 		accSlot[a.Add] = a.Slot
 	}
+	sumAdd, starts := gradientSums(step, m, n)
 	for i := range step.Ops {
 		op := &step.Ops[i]
 		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
@@ -424,6 +438,9 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 					oc.TimeB[d] += t
 				}
 			}
+			for _, slot := range starts[op.ID] {
+				oc.accumulation(slot, n).TimeS[d] += sumAdd[op.Inputs[slot]][d]
+			}
 		}
 	}
 	e.pruneRooflines()
@@ -478,9 +495,19 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			}
 		}
 	}
-	// Leaf layouts and parameter updates.
+	// Leaf layouts, parameter updates and sums' adds.
 	for ti := range e.Tensors {
 		tc := &e.Tensors[ti]
+		for _, t := range tc.Tensors {
+			if a := sumAdd[t]; a != nil {
+				if tc.SumAdd == nil {
+					tc.SumAdd = make([]float64, n)
+				}
+				for d := range n {
+					tc.SumAdd[d] += a[d] / float64(len(tc.Tensors))
+				}
+			}
+		}
 		tc.PadWhole = make([]float64, n)
 		for d := range n {
 			tc.PadWhole[d] = m.ComputeTime(d, cost.Work{Class: ir.ClassDataMovement, Bytes: tc.Bytes})

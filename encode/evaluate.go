@@ -117,7 +117,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 	}
 	s.rep, s.reps = rep, reps
 	arena := &s.floats
-	arena.reset(2*e.N + len(reps)*(3*len(e.Classes)+5*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
+	arena.reset(2*e.N + len(reps)*(3*len(e.Classes)+6*len(e.Tensors)+int(numBuckets)*len(e.blocks)))
 	*br = Breakdown{Compute: arena.take(e.N), Memory: arena.take(e.N)}
 	terms := resize(s.terms, e.N)
 	s.terms = terms
@@ -134,8 +134,8 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			for ai := range c.Acc {
 				a := &c.Acc[ai]
 				ash := share(ch.Lengths, e.Segs, c.accSeg(r, a), d)
-				time += a.TimeB[d] * ash
-				b += a.TimeB[d] * ash
+				time += (a.TimeB[d] + a.TimeS[d]) * ash
+				b += (a.TimeB[d] + a.TimeS[d]) * ash
 				w += a.TimeW[d] * ash
 			}
 			units := 0 // of the work segment, for the kernels' rooflines
@@ -200,7 +200,9 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			terms[d].adj[ti] = sec.Adjoint
 			fwd, bwd := e.padTimes(ch, ti, d, h, s.need, via)
 			terms[d].padF[ti], terms[d].padB[ti] = fwd, bwd
-			br.Compute[d] += count * (fwd + bwd)
+			sum := e.sumTreeSeconds(ch, ti, d, h, s.need)
+			terms[d].sum[ti] = sum
+			br.Compute[d] += count * (fwd + bwd + sum)
 		}
 	}
 	ml := &s.ml

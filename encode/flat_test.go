@@ -40,7 +40,7 @@ func TestFlatTermsAddUpAsTheTerms(t *testing.T) {
 			tt.all[i] = rng.Float64()
 		}
 		got := e.bucketSums(&tt, &a)
-		values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad, atomW: tt.wtail, atomPadF: tt.padF, atomPadB: tt.padB}
+		values := [...][]float64{atomFwd: tt.fwd, atomBwd: tt.bwd, atomComm: tt.comm, atomAdj: tt.adj, atomGrad: tt.grad, atomW: tt.wtail, atomPadF: tt.padF, atomPadB: tt.padB, atomSum: tt.sum}
 		var want [numBuckets][]float64
 		for b := range want {
 			want[b] = make([]float64, len(e.blocks))

@@ -323,6 +323,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	gradT := make([]lin, len(e.Tensors))
 	padF := make([][]lin, len(e.Tensors)) // per tensor class and group: its pads' seconds (padTimes)
 	padB := make([][]lin, len(e.Tensors))
+	sumB := make([][]lin, len(e.Tensors)) // per tensor class and group: its gradient's sum tree (sumTreeRows)
 	for ti := range commT {
 		commT[ti], gradT[ti] = lin{}, lin{}
 	}
@@ -753,6 +754,11 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			row(fmt.Sprintf("a2a_adj_least_%d", ti), 0, inf, adjLeast)
 		}
 		e.padRows(ti, v, need, produced, have, f.lean, padF, padB, col, row)
+		sumB[ti] = make([]lin, G)
+		for g := range G {
+			sumB[ti][g] = lin{}
+		}
+		e.sumTreeRows(ti, v, produced, have, sumB[ti], col, row)
 		if transport && !t.Integer { // an integer tensor is read as it is made
 			e.transportRows(ti, have, v.x, produced, convs{made: convOf, allToAll: a2aConvOf}, col, row)
 		}
@@ -817,7 +823,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		bigM = 2 * m.Cols[v.T].Upper
 	}
 	spreadComm, spreadAdj := e.spreadRows(v, commT, adjT, commBound, f.spreadRow, col, row)
-	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, padF, padB, spreadComm, spreadAdj, collCols, bigM, f, col, row)
+	v.sync = e.timelineRows(v.T, fwdC, bwdC, wC, commT, adjT, gradT, update, padF, padB, sumB, spreadComm, spreadAdj, collCols, bigM, f, col, row)
 	if memoryBinds {
 		capped := f.lean && limit > 0
 		transient := e.transientTerms(have, heldCol, v.need, capped, col, row)

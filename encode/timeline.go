@@ -353,6 +353,7 @@ const (
 	atomW                // an op class's parameter-gradient tail of backward (OpClass.TimeW)
 	atomPadF             // a tensor class's forward pads (padTimes), on the device
 	atomPadB             // its backward pads, the adjoints of its slices
+	atomSum              // its gradient's sum tree beyond its readers' adds (gradsum.go): may be negative
 )
 
 // term is n instances of atom (of op or tensor class) in bucket b of
@@ -413,12 +414,15 @@ func (e *Encoding) listTerms() []term {
 				if t.ReqGrad {
 					visit(k, bucketB, atomPadB, tc.class, n)
 					visit(k, bucketW, atomPadB, tc.class, n)
+					visit(k, bucketB, atomSum, tc.class, n)
+					visit(k, bucketW, atomSum, tc.class, n)
 				}
 			case t.ReqGrad:
 				// An activation's adjoint blocks the backward.
 				visit(k, bucketB, atomAdj, tc.class, n)
 				visit(k, bucketA, atomAdj, tc.class, n)
 				visit(k, bucketB, atomPadB, tc.class, n)
+				visit(k, bucketB, atomSum, tc.class, n)
 			}
 		}
 	}
@@ -427,26 +431,26 @@ func (e *Encoding) listTerms() []term {
 
 // timelineTerms are one device's (or group's) per-instance quantities the
 // timeline adds up: forward and backward seconds per op class, forward
-// layout-change, adjoint, gradient all-reduce and pad seconds per tensor
-// class, and the total update seconds. The eight per-class slices are
+// layout-change, adjoint, gradient all-reduce, pad and gradient-sum seconds
+// per tensor class, and the total update seconds. The nine per-class slices are
 // consecutive pieces of all, in atom order, so that a flatTerm indexes
 // them directly.
 type timelineTerms struct {
 	all             []float64
 	fwd, bwd, wtail []float64 // per op class, one instance
 	comm, adj, grad []float64 // per tensor class, one instance
-	padF, padB      []float64 // per tensor class, one instance
+	padF, padB, sum []float64 // per tensor class, one instance
 	update          float64
 }
 
 // newTimelineTerms carves one device's timelineTerms from the arena.
 func (e *Encoding) newTimelineTerms(a *floatArena) timelineTerms {
 	c, t := len(e.Classes), len(e.Tensors)
-	all := a.take(3*c + 5*t)
+	all := a.take(3*c + 6*t)
 	return timelineTerms{all: all,
 		fwd: all[atomOffset(atomFwd, c, t):][:c], bwd: all[atomOffset(atomBwd, c, t):][:c], wtail: all[atomOffset(atomW, c, t):][:c],
 		comm: all[atomOffset(atomComm, c, t):][:t], adj: all[atomOffset(atomAdj, c, t):][:t], grad: all[atomOffset(atomGrad, c, t):][:t],
-		padF: all[atomOffset(atomPadF, c, t):][:t], padB: all[atomOffset(atomPadB, c, t):][:t]}
+		padF: all[atomOffset(atomPadF, c, t):][:t], padB: all[atomOffset(atomPadB, c, t):][:t], sum: all[atomOffset(atomSum, c, t):][:t]}
 }
 
 // atomOffset is where atom a's per-class values start in
@@ -469,6 +473,8 @@ func atomOffset(a atom, c, t int) int {
 		return 3*c + 3*t
 	case atomPadB:
 		return 3*c + 4*t
+	case atomSum:
+		return 3*c + 5*t
 	}
 	panic("encode: unknown timeline atom")
 }
@@ -633,14 +639,14 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, padF, padB [][]lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
+func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, padF, padB, sumB [][]lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
 	inf := math.Inf(1)
-	define := func(name string, l lin) int {
+	defineFrom := func(lo float64, name string, l lin) int {
 		if len(l) == 0 {
 			return -1
 		}
-		c := col(name, 0, inf, false)
+		c := col(name, lo, inf, false)
 		d := lin{c: 1}
 		for k, v := range l {
 			d.add(k, -v)
@@ -648,6 +654,7 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		row(name, 0, 0, d)
 		return c
 	}
+	define := func(name string, l lin) int { return defineFrom(0, name, l) }
 	cK := make([]int, len(e.Tensors))
 	cA := make([]int, len(e.Tensors))
 	cG := make([]int, len(e.Tensors))
@@ -683,11 +690,13 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		}
 		cPF := make([]int, len(e.Tensors))
 		cPB := make([]int, len(e.Tensors))
+		cS := make([]int, len(e.Tensors))
 		for ti := range e.Tensors {
 			cPF[ti] = define(fmt.Sprintf("padf_%d_%d", ti, g), padF[ti][g])
 			cPB[ti] = define(fmt.Sprintf("padb_%d_%d", ti, g), padB[ti][g])
+			cS[ti] = defineFrom(-inf, fmt.Sprintf("sum_%d_%d", ti, g), sumB[ti][g]) // may be negative
 		}
-		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW, atomPadF: cPF, atomPadB: cPB}
+		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW, atomPadF: cPF, atomPadB: cPB, atomSum: cS}
 		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
 			if c := columns[a][class]; c >= 0 {
 				terms[b][k].add(c, n)

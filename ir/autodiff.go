@@ -111,6 +111,8 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 	grads[g.Loss] = b.emit1(OpFillLike, Attrs{Scale: 1}, g.Loss)
 	c := &gradCtx{b: b, req: req}
 	var acc []Accumulation
+	var starts []GradStart
+	start := map[TensorID]GradStart{} // each tensor's first gradient's reader
 	for i := nFwd - 1; i >= 0; i-- {
 		op := g.Ops[i] // a copy: Emit appends to g.Ops
 		dys := make([]TensorID, len(op.Outputs))
@@ -139,9 +141,14 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 			}
 			if grads[in] == NoTensor {
 				grads[in] = dxs[j]
+				start[in] = GradStart{Tensor: in, Of: op.ID, Slot: j}
 			} else {
 				grads[in] = b.Add(grads[in], dxs[j])
 				if b.err == nil {
+					if s, ok := start[in]; ok {
+						starts = append(starts, s)
+						delete(start, in)
+					}
 					acc = append(acc, Accumulation{Add: g.Tensors[grads[in]].Producer, Of: op.ID, Slot: j})
 				}
 			}
@@ -152,7 +159,7 @@ func BuildTrainStep(fwd *Graph, opt Optimizer) (*Graph, error) {
 	}
 
 	b.phase, b.gradOf, b.scope = Update, NoOp, ""
-	info := &TrainInfo{Optimizer: opt, Step: NoTensor, ForwardOps: nFwd, Accumulations: acc}
+	info := &TrainInfo{Optimizer: opt, Step: NoTensor, ForwardOps: nFwd, Accumulations: acc, GradStarts: starts}
 	if opt.Kind == "adam" {
 		info.Step = b.state("adam.step", Shape{})
 	}

@@ -35,6 +35,20 @@ type TrainInfo struct {
 	// apart: they work on the tensor as its reader holds it, not on the
 	// reader's share of the work.
 	Accumulations []Accumulation
+	// GradStarts are, for every tensor whose gradients Accumulations sum,
+	// the reader whose gradient the sum starts from (no add): in the
+	// order of the tensors' first accumulations. A distributed program
+	// sums per layout its readers hold the tensor in, and a cost model
+	// that prices the sum so needs every reader, the first included.
+	GradStarts []GradStart
+}
+
+// GradStart is the reader whose gradient backward meets first among those
+// of tensor Tensor, the start of its sum.
+type GradStart struct {
+	Tensor TensorID
+	Of     OpID // the forward op that reads the tensor
+	Slot   int  // the tensor's input slot in Of
 }
 
 // Accumulation is one add of a reader's gradient into the sum of a
@@ -127,6 +141,7 @@ func (g *Graph) Clone() *Graph {
 			t.Params[i] = p
 		}
 		t.Accumulations = slices.Clone(g.Train.Accumulations)
+		t.GradStarts = slices.Clone(g.Train.GradStarts)
 		c.Train = &t
 	}
 	return c
@@ -184,6 +199,9 @@ func (g *Graph) Reordered(order []OpID) (*Graph, error) {
 		for i := range c.Train.Accumulations {
 			a := &c.Train.Accumulations[i]
 			a.Add, a.Of = place[a.Add], place[a.Of]
+		}
+		for i := range c.Train.GradStarts {
+			c.Train.GradStarts[i].Of = place[c.Train.GradStarts[i].Of]
 		}
 		// Accumulations are listed in step order.
 		slices.SortStableFunc(c.Train.Accumulations, func(x, y Accumulation) int { return int(x.Add) - int(y.Add) })

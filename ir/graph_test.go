@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -131,6 +132,12 @@ func TestBuildTrainStepListsGradientSums(t *testing.T) {
 			t.Errorf("accumulation %d: op %q (%s, %s, grad of %d), want the backward add of op %d", i, add.Name, add.Kind, add.Phase, add.GradOf, a.Of)
 		}
 	}
+	// Each summed tensor's sum starts from the reader backward meets
+	// first, which adds nothing: h's op 3, w's op 2.
+	wantStarts := []GradStart{{Tensor: g.Ops[3].Inputs[0], Of: 3, Slot: 0}, {Tensor: g.Ops[2].Inputs[1], Of: 2, Slot: 1}}
+	if !slices.Equal(step.Train.GradStarts, wantStarts) {
+		t.Errorf("gradient starts %+v, want %+v", step.Train.GradStarts, wantStarts)
+	}
 	if c := step.Clone(); &c.Train.Accumulations[0] == &step.Train.Accumulations[0] {
 		t.Error("Clone shares the accumulations")
 	}
@@ -243,6 +250,11 @@ func TestReorderedRenumbersEveryReference(t *testing.T) {
 			}
 			if i > 0 && a.Add < r.Train.Accumulations[i-1].Add {
 				t.Fatalf("trial %d: accumulations out of step order: %+v", trial, r.Train.Accumulations)
+			}
+		}
+		for i, s := range r.Train.GradStarts {
+			if o := step.Train.GradStarts[i]; name(r, s.Of) != name(step, o.Of) || s.Slot != o.Slot || s.Tensor != o.Tensor {
+				t.Fatalf("trial %d: gradient start %+v names another reader than %+v", trial, s, o)
 			}
 		}
 	}
