@@ -134,6 +134,18 @@ func (e *Encoding) sumTreeSeconds(ch *Choice, ti, d int, h Layout, need LayoutSe
 	return sec
 }
 
+// sumTreeLeast bounds from below what sumTreeSeconds can be for tensor
+// class ti on device d, negated: one add saved at the source, one per
+// conversion made from a Gather (to Identity, to Reduce, to each other
+// Gather by all-to-all) and none elsewhere — each at most a whole add.
+func (e *Encoding) sumTreeLeast(ti, d int) float64 {
+	whole := e.Tensors[ti].SumAdd
+	if whole == nil {
+		return 0
+	}
+	return whole[d] * float64(len(e.Layouts(ti))+3)
+}
+
 // sumTreeRows prices sumTreeSeconds for the MILP: per device group, the
 // seconds of one tensor of class ti's sum tree go to sum[g], exact at every
 // integer point. Each term is a share of one add, a(l), times an

@@ -694,7 +694,9 @@ func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, grad
 		for ti := range e.Tensors {
 			cPF[ti] = define(fmt.Sprintf("padf_%d_%d", ti, g), padF[ti][g])
 			cPB[ti] = define(fmt.Sprintf("padb_%d_%d", ti, g), padB[ti][g])
-			cS[ti] = defineFrom(-inf, fmt.Sprintf("sum_%d_%d", ti, g), sumB[ti][g]) // may be negative
+			// A sum tree's seconds may be negative; no less than its least
+			// (sumTreeLeast), so that a stopped LP's duals prove a bound.
+			cS[ti] = defineFrom(-milpTime*e.sumTreeLeast(ti, e.Groups[g][0]), fmt.Sprintf("sum_%d_%d", ti, g), sumB[ti][g])
 		}
 		columns := [...][]int{atomFwd: cF, atomBwd: cB, atomComm: cK, atomAdj: cA, atomGrad: cG, atomW: cW, atomPadF: cPF, atomPadB: cPB, atomSum: cS}
 		e.blockTerms(func(k int, b bucket, a atom, class int, n float64) {
