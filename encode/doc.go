@@ -12,8 +12,10 @@
 // with transport rows (transport.go), whose LP relaxation is far tighter.
 // An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
-// gradients of an input several ops read (OpClass.Acc), priced at the
-// share of the layout the rule reads that input in, and the kernels that
+// gradients of an input several ops read, priced over the conversion tree
+// the program sums them on (gradsum.go: each reader's at the layout it
+// reads, OpClass.Acc, and each conversion's at the layouts it joins), and
+// the kernels that
 // move bytes whatever the share (an operand a rule leaves whole, an
 // embedding's gradient's table), priced at their roofline at the shapes a
 // device runs them at (roofline.go). A layout change's pads (a slice's adjoint, a
