@@ -1,14 +1,11 @@
 package plan
 
 import (
-	"context"
 	"math/rand/v2"
 	"testing"
 
-	"hap/encode"
 	"hap/models"
 	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // TestMILPPricesTheSumTreesAsEvaluate pins random choices of full-size
@@ -61,13 +58,7 @@ func TestMILPPricesTheSumTreesAsEvaluate(t *testing.T) {
 				continue
 			}
 			found++
-			model, vars := e.MILP()
-			e.Fix(model, vars, ch)
-			res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := res.Objective / encode.MILPTimeUnit
+			res, got := solvePinned(t, e, ch)
 			t.Logf("%s on %s, trial %d (%d summed classes): MILP %.7g s, Evaluate %.7g s", c.model, c.cluster, trial, sums, got, br.Seconds)
 			hi := br.Seconds * (1 + pinnedTolerance)
 			if ch.AllToAll != nil {

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"math"
 	"slices"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"hap/ir"
 	"hap/models"
 	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 
@@ -71,13 +69,7 @@ func TestPlannerPricesTheSlicesPads(t *testing.T) {
 	if math.Abs(rel) > oneCostTolerance {
 		t.Errorf("planner %.5f s vs simulator %.5f s (%+.2f%%)", br.Seconds, r.StepSeconds, 100*rel)
 	}
-	model, vars := e.MILP()
-	e.Fix(model, vars, ch)
-	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Objective / encode.MILPTimeUnit; res.Status != milp.Optimal || math.Abs(got/br.Seconds-1) > pinnedTolerance {
+	if res, got := solvePinned(t, e, ch); res.Status != milp.Optimal || math.Abs(got/br.Seconds-1) > pinnedTolerance {
 		t.Errorf("the MILP pinned to the program: %s, %.7g s; Evaluate %.7g s", res.Status, got, br.Seconds)
 	}
 }

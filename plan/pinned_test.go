@@ -1,15 +1,12 @@
 package plan
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
-	"hap/encode"
 	"hap/models"
 	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // pinnedTolerance is how far the MILP's objective with a whole choice
@@ -69,16 +66,10 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 					continue
 				}
 				found++
-				model, vars := e.MILP()
-				e.Fix(model, vars, ch)
-				res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-				if err != nil {
-					t.Fatalf("%s on %s, trial %d: the pinned MILP: %v", c.model, c.cluster, trial, err)
-				}
+				res, got := solvePinned(t, e, ch)
 				if res.Status != milp.Optimal {
 					t.Fatalf("%s on %s, trial %d: the pinned MILP ended %s", c.model, c.cluster, trial, res.Status)
 				}
-				got := res.Objective / encode.MILPTimeUnit
 				lo, hi := br.Seconds*(1-pinnedTolerance), br.Seconds*(1+pinnedTolerance)
 				if a2a {
 					hi = br.Seconds * (1 + allToAllGroupOver)
@@ -143,12 +134,7 @@ func TestMILPStatesThePeakMemory(t *testing.T) {
 				if !e.MemoryMayBind() {
 					t.Fatalf("%s on %s: capacity %g leaves out the memory rows", c.model, c.cluster, capacity)
 				}
-				model, vars := e.MILP()
-				e.Fix(model, vars, ch)
-				res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-				if err != nil {
-					t.Fatalf("%s on %s, trial %d: the pinned MILP: %v", c.model, c.cluster, trial, err)
-				}
+				res, _ := solvePinned(t, e, ch)
 				if fits := res.Status == milp.Optimal; fits != over {
 					t.Errorf("%s on %s (batch %d), trial %d: capacity %.6g B against Evaluate's peak %.6g B: the pinned MILP ended %s", c.model, c.cluster, c.batch, trial, capacity, peak, res.Status)
 				}
