@@ -166,8 +166,9 @@ func (e *Encoding) sumTreeLeast(ti, d int) float64 {
 // A device group's share of a Gather is its even share, L/size (add), as
 // Evaluate prices the tree (sumTreeSeconds): not the group's first
 // device's ⌈L/size⌉/U, whose ceiling a share priced negatively would
-// have to bound from above, an integer row that made CBC's pinned solves
-// up to minutes long. The all-to-all flag is held to where it applies
+// need bounded from above by another integer row; and, equal on every
+// device of the group, the tree's term keeps the group's first device its
+// slowest in every block, as the MILP prices the group. The all-to-all flag is held to where it applies
 // (allToAllPossible): 0 when a reader reads Identity, or, made in a
 // Gather, another Gather of its dimension — choices that the flag, set,
 // would not change.
