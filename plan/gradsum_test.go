@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hap/models"
 	"hap/solve/milp"
 )
 
@@ -30,11 +29,7 @@ func TestMILPPricesTheSumTreesAsEvaluate(t *testing.T) {
 		{"gpt2", "testdata/three-l4.yaml", 8},
 	}
 	for _, c := range cases {
-		in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, e := uncappedEncoding(t, in)
+		_, e := zooEncoding(t, c.model, c.cluster, c.batch)
 		sums := 0
 		for ti := range e.Tensors {
 			if e.Tensors[ti].SumAdd != nil {

@@ -73,3 +73,15 @@ func solvePinned(t testing.TB, e *encode.Encoding, ch *encode.Choice) (*milp.Res
 	}
 	return res, res.Objective / encode.MILPTimeUnit
 }
+
+// zooEncoding loads model at batch on cluster and encodes it as
+// uncappedEncoding does: every choice priced whatever its memory.
+func zooEncoding(t testing.TB, model, cluster string, batch int) (*Inputs, *encode.Encoding) {
+	t.Helper()
+	in, err := LoadInputs(model, models.Options{Batch: batch}, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, e := uncappedEncoding(t, in)
+	return in, e
+}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"hap/models"
 	"hap/solve/milp"
 )
 
@@ -47,11 +46,7 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 	}
 	for _, a2a := range []bool{false, true} {
 		for _, c := range cases {
-			in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, e := uncappedEncoding(t, in)
+			_, e := zooEncoding(t, c.model, c.cluster, c.batch)
 			for trial, found := 0, 0; trial < 200 && found < 4; trial++ {
 				ch := randomChoice(rng, e)
 				if a2a {
@@ -109,11 +104,7 @@ func TestMILPStatesThePeakMemory(t *testing.T) {
 		{"gpt2-tiny", "paper-16", 6},
 	}
 	for _, c := range cases {
-		in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, e := uncappedEncoding(t, in)
+		_, e := zooEncoding(t, c.model, c.cluster, c.batch)
 		for trial, found := 0, 0; trial < 200 && found < 3; trial++ {
 			ch := randomChoice(rng, e)
 			e.SpreadInGroups(ch)

@@ -34,11 +34,7 @@ func TestMILPPricesTheKernelsRooflinesAsEvaluate(t *testing.T) {
 		{"vit", "testdata/three-l4.yaml", 8},
 	}
 	for _, c := range cases {
-		in, err := LoadInputs(c.model, models.Options{Batch: c.batch}, c.cluster)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, e := uncappedEncoding(t, in)
+		in, e := zooEncoding(t, c.model, c.cluster, c.batch)
 		for _, name := range strategy.Names() {
 			p, err := strategy.Build(name, in.Graph, in.Cluster)
 			if err != nil {
