@@ -126,6 +126,7 @@ func TestOptionsSearch(t *testing.T) {
 		{Options{NoCuts: true, NoHeuristics: true, PumpPasses: 30, NoStrongBranching: true}, "no cuts, feasibility pump (30 passes), no strong branching"},
 		{Options{PumpPasses: 5}, "cuts, feasibility pump (5 passes), strong branching"}, // the pump replaces the heuristics
 		{Options{NoCuts: true, NoHeuristics: true, NoStrongBranching: true, NoPresolve: true}, "no cuts, no heuristics, no strong branching, no presolve"},
+		{Options{NoCuts: true, NoHeuristics: true, NoPerturbation: true}, "no cuts, no heuristics, strong branching, no perturbation"},
 	} {
 		if got := c.o.Search(); got != c.want {
 			t.Errorf("%+v: Search = %q, want %q", c.o, got, c.want)

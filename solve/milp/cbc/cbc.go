@@ -432,6 +432,9 @@ func parameters(opt milp.Options, limit time.Duration) [][2]string {
 		// Clp's initialSolve, which these parameters do not reach.
 		set("presolve", "off")
 	}
+	if opt.NoPerturbation {
+		set("perturbation", "off")
+	}
 	if opt.PumpPasses > 0 {
 		set("heur", "off")
 		set("feas", "on")

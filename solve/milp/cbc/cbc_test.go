@@ -582,8 +582,9 @@ func TestParametersFollowTheOptions(t *testing.T) {
 		want  [][2]string
 		not   []string
 	}{
-		{milp.Options{}, 0, nil, []string{"seconds", "maxNodes", "ratioGap", "threads", "cuts", "heur", "strongBranching", "presolve", "feas"}},
-		{milp.Options{NoPresolve: true}, 0, [][2]string{{"presolve", "off"}}, []string{"cuts", "heur", "strongBranching"}},
+		{milp.Options{}, 0, nil, []string{"seconds", "maxNodes", "ratioGap", "threads", "cuts", "heur", "strongBranching", "presolve", "feas", "perturbation"}},
+		{milp.Options{NoPresolve: true}, 0, [][2]string{{"presolve", "off"}}, []string{"cuts", "heur", "strongBranching", "perturbation"}},
+		{milp.Options{NoPerturbation: true}, 0, [][2]string{{"perturbation", "off"}}, []string{"presolve"}},
 		{milp.Options{NoCuts: true, NoHeuristics: true, NoStrongBranching: true}, 0, [][2]string{{"cuts", "off"}, {"heur", "off"}, {"strongBranching", "0"}}, []string{"presolve"}},
 		{milp.Options{NodeLimit: 10, RelGap: 0.01, Threads: 2}, 1500 * time.Millisecond, [][2]string{{"maxNodes", "10"}, {"ratioGap", "0.01"}, {"threads", "102"}, {"seconds", "1.5"}}, nil},
 		{milp.Options{PumpPasses: 30}, 0, [][2]string{{"heur", "off"}, {"feas", "on"}, {"passF", "30"}}, nil},
