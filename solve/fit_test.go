@@ -140,7 +140,7 @@ func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *c
 
 // zooOn loads a zoo model and a built-in cluster, and the cluster's cost
 // model.
-func zooOn(t *testing.T, model string, opt models.Options, clusterName string) (*ir.Graph, *cluster.Cluster, *cost.Model) {
+func zooOn(t testing.TB, model string, opt models.Options, clusterName string) (*ir.Graph, *cluster.Cluster, *cost.Model) {
 	t.Helper()
 	g, err := models.Load(model, opt)
 	if err != nil {

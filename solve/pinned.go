@@ -86,14 +86,6 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 	// inside Clp on vgg19 paper-16 (a failed assertion in
 	// ClpPrimalColumnSteepest).
 	opt.Start = e.StartValues(vars, ch)
-	// Clp's simplex unperturbed: with the program pinned, most rows are
-	// fixed, and perturbed under CBC's tight primal tolerance the root LP
-	// can stall. BERT-MoE on paper-32 at 1024: its presolved root took 62
-	// of the plan's 70 s, 0.7 s unperturbed (3.4 s at the looser default
-	// tolerance, which the big-M rows cannot have). Elsewhere the same
-	// plans in about the same time (the paper suite's lengths solves: 149
-	// → 65 s, 73 → 65 s less that one; modern and scaling within noise).
-	opt.NoPerturbation = true
 	// Isolated whenever CBC's heuristics run (a time limit): they fail the
 	// same Clp assertion here (ClpPrimalColumnSteepest::pivotColumn, on
 	// TestSynthesizeWithMeshBaseline's bert-base-tiny once the groups'
