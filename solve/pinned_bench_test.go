@@ -5,12 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/solve/milp"
 	"hap/solve/paper"
-	"hap/strategy"
 )
 
 // BenchmarkLengthsStep times Polish's first lengths step (the program its
@@ -22,37 +20,19 @@ import (
 //
 //	go test -run '^$' -bench LengthsStep ./solve
 func BenchmarkLengthsStep(b *testing.B) {
-	g, c, m := zooOn(b, "bert-moe", models.Options{Batch: 1024, Experts: 64}, "paper-32")
-	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	g, e, m, starts := zooStarts(b, "bert-moe", models.Options{Batch: 1024, Experts: 64}, "paper-32")
 	// The starts the synthesizer has: the hand-written strategies and the
 	// paper's search, whose plan is the best start here.
-	var starts []*encode.Program
-	for _, name := range strategy.Names() {
-		if p, err := strategy.Build(name, g, c); err == nil {
-			starts = append(starts, p)
-		}
-	}
 	r, err := paper.Synthesize(context.Background(), g, m, paper.Options{Segments: CandidateSegments(g), Optimizer: ir.Adam(1e-3)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	starts = append(starts, r.Program)
-	var seed *encode.Choice
-	best := 0.0
-	for _, p := range starts {
-		ch, ok := e.ChoiceOf(p)
-		if !ok {
-			continue
-		}
-		if br, err := e.Evaluate(ch); err == nil && (seed == nil || br.Seconds < best) {
-			seed, best = ch, br.Seconds
-		}
+	if ch, ok := e.ChoiceOf(r.Program); ok {
+		starts = append(starts, ch)
 	}
+	seed, best := bestStart(e, starts, timelineCost) // as Synthesize picks it
 	if seed == nil {
-		b.Fatal("no hand-written strategy fits")
+		b.Fatal("no start fits")
 	}
 	model, vars := e.MILPBelow(best)
 	// The program Polish's first round pins: the local search's from it.

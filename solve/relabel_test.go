@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"hap/cost"
 	"hap/encode"
 	"hap/executor"
 	"hap/ir"
@@ -15,7 +16,16 @@ import (
 // choices of the hand-written strategies it can express.
 func tinyStarts(t *testing.T, model string) (*ir.Graph, *encode.Encoding, []*encode.Choice) {
 	t.Helper()
-	g, c, m := zooOn(t, model, models.Options{}, "paper-8")
+	g, e, _, starts := zooStarts(t, model, models.Options{}, "paper-8")
+	return g, e, starts
+}
+
+// zooStarts is the encoding of a zoo model on a built-in cluster, under
+// Adam, its cost model, and the choices of the hand-written strategies it
+// can express (at least one).
+func zooStarts(t testing.TB, model string, opt models.Options, clusterName string) (*ir.Graph, *encode.Encoding, *cost.Model, []*encode.Choice) {
+	t.Helper()
+	g, c, m := zooOn(t, model, opt, clusterName)
 	e, err := encode.Encode(g, CandidateSegments(g), m, encode.EncodeOptions{Optimizer: ir.Adam(1e-3)})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +41,7 @@ func tinyStarts(t *testing.T, model string) (*ir.Graph, *encode.Encoding, []*enc
 	if len(starts) == 0 {
 		t.Fatalf("%s: no strategy expressible as a choice", model)
 	}
-	return g, e, starts
+	return g, e, m, starts
 }
 
 // usesSegment reports whether op class ci (leaf class ti when ci < 0)
