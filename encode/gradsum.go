@@ -168,10 +168,10 @@ func (e *Encoding) sumTreeLeast(ti, d int) float64 {
 // device's ⌈L/size⌉/U, whose ceiling a share priced negatively would
 // need bounded from above by another integer row; and, equal on every
 // device of the group, the tree's term keeps the group's first device its
-// slowest in every block, as the MILP prices the group. The all-to-all flag is held to where it applies
-// (allToAllPossible): 0 when a reader reads Identity, or, made in a
-// Gather, another Gather of its dimension — choices that the flag, set,
-// would not change.
+// slowest in every block, as the MILP prices the group. The all-to-all
+// flag is held to where it applies (allToAllPossible): 0 when a reader
+// reads Identity, or, made in a Gather, another Gather of its dimension —
+// choices that the flag, set, would not change.
 func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, have func(int, Layout) lin, sum []lin,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	t := &e.Tensors[ti]
