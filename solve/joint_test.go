@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,6 +149,36 @@ func TestTimeLimitStopsTheJointMILPWithAStart(t *testing.T) {
 		t.Errorf("status %s, stopped by %v, time-limited %v, failure %q: want feasible, stopped by the time limit, no failure", res.Status, res.StoppedBy, res.TimeLimited, res.SolverFailure)
 	}
 	planIsTheStart(t, e, res)
+}
+
+// When Polish has run to the deadline, no time is left for the joint MILP:
+// it is not started (given a millisecond and its grace it only loaded the
+// model and was killed in its root LP, a second for nothing per solve),
+// and the plan is the polished start, stopped by the time limit. A limit
+// of a microsecond is past before Polish starts, on any machine.
+func TestNoTimeLeftSkipsTheJointMILP(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+	var called atomic.Int32
+	solver := countingSolver{calls: &called}
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), TimeLimit: time.Microsecond, Starts: progs, JointSolver: solver})
+	if err != nil {
+		t.Fatalf("Synthesize: %v", err)
+	}
+	if n := called.Load(); n != 0 {
+		t.Errorf("the joint MILP was solved %d times with no time left", n)
+	}
+	if res.Status != "feasible" || res.StoppedBy != milp.LimitTime || !res.TimeLimited || res.SolverFailure != "" {
+		t.Errorf("status %s, stopped by %v, time-limited %v, failure %q: want feasible, stopped by the time limit, no failure", res.Status, res.StoppedBy, res.TimeLimited, res.SolverFailure)
+	}
+	planIsTheStart(t, e, res)
+}
+
+// countingSolver counts its solves and answers none.
+type countingSolver struct{ calls *atomic.Int32 }
+
+func (s countingSolver) Solve(context.Context, *milp.Model, milp.Options) (*milp.Result, error) {
+	s.calls.Add(1)
+	return &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
 }
 
 // stalledWatchdog is how long a test waits for a search that a stalled
@@ -457,3 +488,20 @@ func TestTransportLPProvesPolishsPlanOptimal(t *testing.T) {
 // kernel's shapes is (encode's roofline.go): the plan 2000 nodes find,
 // proven at once.
 const unprovenBatch = 2000
+
+// Each of Polish's solves under a deadline is given the time left when it
+// starts, not the share Polish was given (each given the whole share, its
+// solves ran one after another past it); with no deadline the options are
+// untouched, so node-limited plans stay the same on any machine.
+func TestPolishSolvesTakeTheTimeLeft(t *testing.T) {
+	opt := milp.Options{NodeLimit: 10, TimeLimit: 7 * time.Second}
+	if got := timeLeft(opt, time.Time{}); got.TimeLimit != opt.TimeLimit || got.NodeLimit != opt.NodeLimit {
+		t.Errorf("no deadline: %+v, want %+v", got, opt)
+	}
+	if got := timeLeft(opt, time.Now().Add(time.Second)).TimeLimit; got <= 0 || got > time.Second {
+		t.Errorf("a second left: time limit %v", got)
+	}
+	if got := timeLeft(opt, time.Now().Add(-time.Second)).TimeLimit; got != time.Millisecond {
+		t.Errorf("past the deadline: time limit %v, want 1ms (0 would mean none)", got)
+	}
+}

@@ -271,6 +271,15 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		mo, res = beside.opt, &milp.Result{Status: milp.Optimal, Objective: seedCost * encode.MILPTimeUnit, Gap: 1}
 	case beside != nil:
 		mo, res, err = beside.wait()
+	case seed != nil && !deadline.IsZero() && time.Now().After(deadline):
+		// Polish ran to the deadline (its last solve past it, within its
+		// grace): no time is left for the joint MILP, and given a
+		// millisecond and its grace it only loaded the model and was
+		// killed in its root LP (bert-moe on paper-8 under --time-limit
+		// 10s: a second for nothing in each of the three sets searched).
+		// The polished start is the plan, with the bound LP's bound.
+		mo = jointOptions(opt, true, time.Millisecond)
+		res = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}
 	default:
 		mo = jointOptions(opt, seed != nil, until(deadline))
 		if seed != nil {
@@ -670,11 +679,11 @@ const noStartTimeLimit = 2 * time.Minute
 // its own where it can, and report what it found.
 const timeLimitGrace = 5 * time.Second
 
-// graceFor is the joint MILP's grace under a time limit: a tenth of the
-// limit, at least a second and at most timeLimitGrace. A fixed 5 s made
-// `hap plan --time-limit 10s` on bert-moe (paper-8) take 15 s, its root LP
-// outlasting the limit and the grace alike; CBC's clock check between
-// nodes stops a solve within the second.
+// graceFor is the grace of the joint MILP and of Polish under a time
+// limit: a tenth of the limit, at least a second and at most
+// timeLimitGrace. A fixed 5 s made `hap plan --time-limit 10s` on bert-moe
+// (paper-8) take 15 s, its root LP outlasting the limit and the grace
+// alike; CBC's clock check between nodes stops a solve within the second.
 func graceFor(limit time.Duration) time.Duration {
 	return min(timeLimitGrace, max(time.Second, limit/10))
 }
