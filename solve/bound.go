@@ -76,7 +76,7 @@ func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff floa
 	opt := milp.Options{Threads: 1, DualBoundOnStop: true, Cutoff: cutoff * encode.MILPTimeUnit}
 	cancel := context.CancelFunc(func() {})
 	if !stop.IsZero() {
-		opt.TimeLimit = max(time.Until(stop), time.Millisecond)
+		opt.TimeLimit = timeUntil(stop)
 		ctx, cancel = context.WithDeadline(ctx, stop.Add(grace))
 	}
 	b := &pendingBound{done: make(chan struct{})}

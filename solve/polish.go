@@ -95,7 +95,7 @@ func polishFrom(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 // last set the device search weighed (a 0.42 s share) polished for 2.0 s.
 func timeLeft(opt milp.Options, deadline time.Time) milp.Options {
 	if !deadline.IsZero() {
-		opt.TimeLimit = max(time.Until(deadline), time.Millisecond)
+		opt.TimeLimit = timeUntil(deadline)
 	}
 	return opt
 }

@@ -169,12 +169,6 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		deadline = start.Add(opt.TimeLimit)
 		heurDeadline = start.Add(opt.TimeLimit * heuristicShare / 100)
 	}
-	until := func(dl time.Time) time.Duration {
-		if dl.IsZero() {
-			return 0
-		}
-		return max(time.Until(dl), time.Millisecond)
-	}
 	// No plan worse than the best start is wanted: bounding the step by its
 	// cost tightens the MILP (MILPBelow).
 	seed, limit := bestStart(e, seeds, timelineCost) // limit 0 without a seed: no bound
@@ -249,7 +243,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		// paper-32, 2–10× faster without it). Polishing from lengths
 		// proportional to FP32 peaks as well was better than from the
 		// best start on 1 of the 20 paper cases, by 0.03%, at 0.3–1.7 s.
-		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: until(heurDeadline)}
+		lo := milp.Options{NodeLimit: opt.NodeLimit, NoCuts: opt.NodeLimit > 0, NoHeuristics: opt.NodeLimit > 0, TimeLimit: timeUntil(heurDeadline)}
 		p, _ := Polish(ctx, e, model, vars, seed, heurDeadline, lo, opt.TimeLimit > 0)
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
@@ -281,7 +275,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		mo = jointOptions(opt, true, time.Millisecond)
 		res = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}
 	default:
-		mo = jointOptions(opt, seed != nil, until(deadline))
+		mo = jointOptions(opt, seed != nil, timeUntil(deadline))
 		if seed != nil {
 			mo.Start = e.StartValues(vars, seed)
 		}
@@ -678,6 +672,16 @@ const noStartTimeLimit = 2 * time.Minute
 // before it is killed (see Synthesize, Polish): time for CBC to stop on
 // its own where it can, and report what it found.
 const timeLimitGrace = 5 * time.Second
+
+// timeUntil is the time limit of a solve that starts now and must end by
+// dl: 0 (none) when dl is zero, and at least a millisecond otherwise, since
+// a limit of 0 would mean none.
+func timeUntil(dl time.Time) time.Duration {
+	if dl.IsZero() {
+		return 0
+	}
+	return max(time.Until(dl), time.Millisecond)
+}
 
 // graceFor is the grace of the joint MILP and of Polish under a time
 // limit: a tenth of the limit, at least a second and at most
