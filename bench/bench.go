@@ -85,6 +85,9 @@ type Row struct {
 	PeakMemory float64 `json:"peak_memory_frac"`
 	// SynthSeconds is the wall time of planning (hap and hap-paper).
 	SynthSeconds float64 `json:"synth_seconds"`
+	// SynthPhases is where a hap row's planning time went (plan.Phases;
+	// under the device search, the chosen set's synthesis).
+	SynthPhases *plan.Phases `json:"synth_phases,omitempty"`
 	// Status: the solver's (optimal, feasible), heuristic, or "n/a: why".
 	Status string `json:"status"`
 	// Gap is hap's proven gap, (objective − bound)/objective (plan.Solver).
@@ -282,7 +285,9 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		// candidates; when this case has already run it (the hap-paper
 		// row), its program is reused and its time counted in hap's.
 		start := time.Now()
-		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper}
+		// WallTime only records the time in the plan (and SynthPhases):
+		// the search is the same.
+		so := plan.SynthOptions{TimeLimit: opt.TimeLimit, NodeLimit: opt.NodeLimit, Simulated: earlier.simulated, Paper: earlier.paper, WallTime: true}
 		var pl *plan.Plan
 		var err error
 		if sys == SystemHAP {
@@ -302,7 +307,7 @@ func runSystem(ctx context.Context, in *plan.Inputs, sys string, opt Options, ea
 		}
 		r.StepSeconds = pl.Cost.StepSeconds
 		r.PeakMemory = peakFrac(pl.Cost.PerDevice)
-		r.Status, r.Chosen, r.Gap = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap
+		r.Status, r.Chosen, r.Gap, r.SynthPhases = pl.Solver.Status, pl.Solver.Chosen, pl.Solver.Gap, pl.Solver.Phases
 		if pl.Cluster.Use != nil {
 			for _, set := range pl.Solver.DeviceSets {
 				switch {

@@ -143,6 +143,9 @@ type Solver struct {
 	// --record-time, or --time-limit): 0 otherwise, since it is the one
 	// field that would differ between identical runs.
 	Seconds float64 `json:"seconds"`
+	// Phases is where the synthesis's wall time went, recorded with
+	// Seconds only.
+	Phases *Phases `json:"phases,omitempty"`
 	// Objective is the planner's cost-model step time of the plan and Bound
 	// the solver's proven lower bound on it; Gap = (Objective−Bound)/Objective.
 	Objective float64    `json:"objective,omitempty"`
@@ -168,6 +171,37 @@ type Solver struct {
 	// above are that set's own search's: its bound holds over the plans
 	// on its devices.
 	DeviceSets []DeviceSet `json:"device_sets,omitempty"`
+}
+
+// Phases is where a synthesis's wall time went, in seconds (the solver's
+// own account, solve.Phases): the encoding and starts, Polish (the primal
+// heuristic), the joint MILP's search and the transport LP's (beside
+// Polish by default, so the three overlap), and the time from Polish's
+// end to the plan (waiting for those two, or the search itself when it
+// runs after Polish). Under a device search they are the chosen set's
+// synthesis's; after a retry under a smaller memory fraction, the last
+// solve's. The plan is the same without them: they are the one record of
+// why it took as long as it did.
+type Phases struct {
+	Encode      float64 `json:"encode"`
+	Polish      float64 `json:"polish"`
+	JointSearch float64 `json:"joint_search"`
+	BoundLP     float64 `json:"bound_lp"`
+	AfterPolish float64 `json:"after_polish"`
+}
+
+// String says where the time went, as hap plan's progress and hap explain
+// put it.
+func (p *Phases) String() string {
+	beside := "beside it"
+	if p.Polish == 0 {
+		beside = "without it"
+	}
+	out := fmt.Sprintf("encoding %.2fs, Polish %.2fs; %s the joint search %.2fs", p.Encode, p.Polish, beside, p.JointSearch)
+	if p.BoundLP > 0 {
+		out += fmt.Sprintf(" and the bound's LP %.2fs", p.BoundLP)
+	}
+	return out + fmt.Sprintf("; %.2fs after Polish", p.AfterPolish)
 }
 
 // HapVersion is the build of hap that is running: the first twelve hex

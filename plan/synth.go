@@ -251,7 +251,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	var sol Solver
 	spent := 0.0 // the solves' seconds, retries included
 	for retry := 0; ; retry++ {
-		say("solved %d×%d MILP: %s in %.2fs", res.Rows, res.Vars, res.Status, res.Seconds)
+		say("solved %d×%d MILP: %s in %.2fs (%s)", res.Rows, res.Vars, res.Status, res.Seconds, phasesOf(res.Phases))
 		spent += res.Seconds
 		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction)
 		if opt.Untie.Any() {
@@ -260,7 +260,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			sol.Options = append(sol.Options, Software{UntieOption, opt.Untie.String()})
 		}
 		if opt.WallTime {
-			sol.Seconds = spent
+			sol.Seconds, sol.Phases = spent, phasesOf(res.Phases)
 		}
 		if sol.StoppedBy == "solver failure" {
 			say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)
@@ -433,6 +433,11 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 // it. fraction is the memory fraction asked for and solvedAt the one res
 // was solved under (smaller after a plan that did not fit). Seconds is
 // left 0: the caller records wall time only when asked.
+// phasesOf is the plan's record of where a synthesis's time went.
+func phasesOf(p solve.Phases) *Phases {
+	return &Phases{Encode: p.Encode, Polish: p.Polish, JointSearch: p.JointSearch, BoundLP: p.BoundLP, AfterPolish: p.AfterPolish}
+}
+
 func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,

@@ -44,6 +44,9 @@ type pendingBound struct {
 	stopped  bool // the clock stopped the LP: value is its duals' bound
 	cut      bool // the cutoff stopped the LP: value is its duals' bound, at least the cutoff
 	branches int  // LPs solved after the root's, branching on op classes' rules
+	// seconds is the LP's wall time, once done; 0 for a bound solved
+	// before (reuse).
+	seconds float64
 }
 
 // startBound starts solving the transport relaxation of e's MILP in the
@@ -80,9 +83,11 @@ func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff floa
 		ctx, cancel = context.WithDeadline(ctx, stop.Add(grace))
 	}
 	b := &pendingBound{done: make(chan struct{})}
+	began := time.Now()
 	go func() {
 		defer close(b.done)
 		defer cancel()
+		defer func() { b.seconds = time.Since(began).Seconds() }()
 		model, vars := e.TransportLP(limit, o)
 		if lps > 0 {
 			opt.Choices, opt.NodeLimit = e.BoundChoices(vars, incumbent), lps
@@ -114,6 +119,16 @@ func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff floa
 func (b *pendingBound) wait() (seconds float64, ok, stopped bool) {
 	<-b.done
 	return b.value, b.ok, b.stopped
+}
+
+// lpSeconds waits for the LP and returns its wall time: 0 for none (b
+// nil) or one solved before this synthesis (reuse).
+func (b *pendingBound) lpSeconds() float64 {
+	if b == nil {
+		return 0
+	}
+	<-b.done
+	return b.seconds
 }
 
 // proves waits for the LP and reports whether its bound proves a plan of

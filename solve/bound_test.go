@@ -654,3 +654,47 @@ func TestTransportForStopsAtTheCutoff(t *testing.T) {
 		}
 	}
 }
+
+// Synthesize says where its time went (Result.Phases): encoding, Polish
+// and what came after it add up to its wall time, and the bound's LP,
+// beside them, is counted to its end even where the plan waits for it
+// after the search (here a scripted LP that takes lpWait, longer than the
+// search on this small model), and not at all where the device search
+// solved it before (Options.Bound).
+func TestSynthesizeSaysWhereItsTimeWent(t *testing.T) {
+	const lpWait = 1500 * time.Millisecond
+	// phaseSlack is the clock's noise between the phases' ends and the
+	// checks: goroutine wake-ups, not work.
+	const phaseSlack = 0.05
+	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
+	slowLP := &scriptedSolver{answer: func(*milp.Model) (*milp.Result, error) {
+		time.Sleep(lpWait)
+		return nil, fmt.Errorf("%w: signal: killed", cbc.ErrSolverProcess)
+	}}
+	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c), BoundSolver: slowLP}
+	res, err := Synthesize(context.Background(), g, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Phases
+	t.Logf("%.3f s: %+v", res.Seconds, p)
+	if sum := p.Encode + p.Polish + p.AfterPolish; math.Abs(sum-res.Seconds) > 1e-6 {
+		t.Errorf("encoding %g + Polish %g + after it %g = %g s, want the synthesis's %g s", p.Encode, p.Polish, p.AfterPolish, sum, res.Seconds)
+	}
+	if p.Polish <= 0 || p.JointSearch <= 0 || p.JointSearch > p.Polish+p.AfterPolish+phaseSlack {
+		t.Errorf("Polish %g s, joint search %g s: want both run, the search within Polish and after it (%g s)", p.Polish, p.JointSearch, p.Polish+p.AfterPolish)
+	}
+	if p.BoundLP < lpWait.Seconds() || p.BoundLP > res.Seconds || res.Seconds < lpWait.Seconds() {
+		t.Errorf("bound LP %g s of a synthesis of %g s: want the scripted LP's %v, waited for", p.BoundLP, res.Seconds, lpWait)
+	}
+	// Solved before (the device search's screen): not solved again, no
+	// time of its own.
+	opt.Bound = &LPBound{Seconds: res.Objective / 2}
+	reused, err := Synthesize(context.Background(), g, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reused.Phases.BoundLP != 0 || reused.Seconds >= lpWait.Seconds() {
+		t.Errorf("with the bound solved before: bound LP %g s, synthesis %g s; want none, and no wait for it", reused.Phases.BoundLP, reused.Seconds)
+	}
+}

@@ -118,11 +118,41 @@ type Result struct {
 	// solver process died); the plan is then the polished start's, with
 	// the transport LP's bound, or the work LP's when that failed too.
 	SolverFailure string
+	// Phases is where Seconds went.
+	Phases Phases
 	// Start is Polish's plan (the polished best start), nil without one.
 	// The plan is no dearer under the encoding; the simulator may still
 	// find the start faster where the encoding's timeline is off, so
 	// callers that simulate should try it.
 	Start *encode.Program
+}
+
+// Phases is where a synthesis's wall time went, in seconds. The parts
+// overlap: the joint search and the bound's LP run beside Polish, each in
+// a child process, so they need not add up to Result.Seconds; what the
+// plan waited for after Polish is AfterPolish. Wall time differs from run
+// to run, so it is for people (hap plan's progress, and the plan with
+// --record-time: plan.Phases), never an input to a choice. Where the time goes is the
+// first question a slow plan asks: on bert-base paper-64 Polish is the
+// plan's time, on bert-moe paper-8 the bound's LP.
+type Phases struct {
+	// Encode is the encoding, the starts' repair and the work LP, before
+	// Polish.
+	Encode float64
+	// Polish is the primal heuristic's (Polish), 0 without a start.
+	Polish float64
+	// JointSearch is the joint MILP's search, from its start to its end,
+	// beside Polish (the default) or after it; 0 where it did not run
+	// (stopped unstarted, or no time left).
+	JointSearch float64
+	// BoundLP is the transport LP's, from its start to its end, beside the
+	// others; 0 where it was not solved here (not wanted, or solved
+	// before the synthesis by the device search's screen).
+	BoundLP float64
+	// AfterPolish is from Polish's end to the synthesis's: waiting for the
+	// joint search and the LP where they run beside it, the joint search
+	// itself where it runs after it, then decoding.
+	AfterPolish float64
 }
 
 // ErrNoPlan is returned when no program fits; the message says why.
@@ -235,6 +265,9 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		beside = startJoint(ctx, opt.jointSolver(true), model, mo)
 	}
 	var timed bool // whether the clock stopped any solve
+	var phases Phases
+	polishStart := time.Now()
+	phases.Encode = polishStart.Sub(start).Seconds()
 	if seed != nil {
 		// The program step (escape) only when a time limit leaves room for
 		// it: it costs 1–12 s a solve on the paper's models, and with
@@ -248,6 +281,8 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		seeds = append(seeds, p)
 		timed = !heurDeadline.IsZero() && time.Now().After(heurDeadline)
 	}
+	polishEnd := time.Now()
+	phases.Polish = polishEnd.Sub(polishStart).Seconds()
 	seed, seedCost := bestStart(e, seeds, timelineCost)
 	var mo milp.Options
 	var res *milp.Result
@@ -299,7 +334,9 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 		// A child process whenever CBC's heuristics run or the clock may
 		// have to stop it (a solve on this thread cannot be interrupted).
+		searched := time.Now()
 		res, err = opt.jointSolver(!mo.NoHeuristics || solveCtx != ctx).Solve(solveCtx, model, mo)
+		phases.JointSearch = time.Since(searched).Seconds()
 		if err != nil && solveCtx != ctx && solveCtx.Err() != nil && ctx.Err() == nil {
 			res, err = &milp.Result{Status: milp.NoSolution, StoppedBy: milp.LimitTime}, nil
 		}
@@ -378,13 +415,27 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		startProg, _ = e.Decode(seed) // a start that does not decode is not offered
 	}
 	objective, lower, gap := planObjective(res, br)
+	if beside != nil {
+		phases.JointSearch = beside.elapsed()
+	}
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: objective, Bound: lower, Gap: gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search(), BoundLPs: opt.BoundLPs}
+	// done records the phases once the LP has ended (the last to).
+	done := func() *Result {
+		phases.BoundLP = bound.lpSeconds()
+		end := time.Now()
+		phases.AfterPolish = end.Sub(polishEnd).Seconds()
+		out.Phases = phases
+		// Counted to here, past the wait for the LP (the time-limited
+		// search's plan waits for it after the search).
+		out.Seconds = end.Sub(start).Seconds()
+		return out
+	}
 	if opt.AnyOrderBound { // the bound LP always runs then
 		lp, ok, _ := bound.wait()
 		anyOrderBound(out, lp, ok, bound.source(), work)
-		return out, nil
+		return done(), nil
 	}
 	if bound != nil {
 		if lp, ok, _ := bound.wait(); ok {
@@ -392,7 +443,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 	}
 	liftBound(out, work, BoundWorkLP)
-	return out, nil
+	return done(), nil
 }
 
 // planObjective is the objective, bound and gap (seconds) to report for
@@ -622,11 +673,25 @@ const OptimalGap = 1e-4
 
 // pendingJoint is the joint MILP's search under way beside Polish.
 type pendingJoint struct {
-	done chan struct{}
-	stop context.CancelFunc // abandons the search; its child process is killed
-	opt  milp.Options
-	res  *milp.Result
-	err  error
+	done  chan struct{}
+	stop  context.CancelFunc // abandons the search; its child process is killed
+	opt   milp.Options
+	res   *milp.Result
+	err   error
+	began time.Time
+	// seconds is the search's wall time, once done.
+	seconds float64
+}
+
+// elapsed is the search's wall time: to its end, or until now where it
+// was stopped (proven) and may not have ended yet.
+func (j *pendingJoint) elapsed() float64 {
+	select {
+	case <-j.done:
+		return j.seconds
+	default:
+		return time.Since(j.began).Seconds()
+	}
 }
 
 // startJoint starts solving model under mo. The solver must not hold
@@ -634,11 +699,12 @@ type pendingJoint struct {
 // it: give it CBC in a child process.
 func startJoint(ctx context.Context, solver milp.Solver, model *milp.Model, mo milp.Options) *pendingJoint {
 	ctx, stop := context.WithCancel(ctx)
-	j := &pendingJoint{done: make(chan struct{}), stop: stop, opt: mo}
+	j := &pendingJoint{done: make(chan struct{}), stop: stop, opt: mo, began: time.Now()}
 	go func() {
 		defer close(j.done)
 		defer stop()
 		j.res, j.err = solver.Solve(ctx, model, mo)
+		j.seconds = time.Since(j.began).Seconds()
 	}()
 	return j
 }

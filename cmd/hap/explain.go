@@ -98,6 +98,15 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 			// the bound says nothing of plans that leave devices idle.
 			fmt.Fprintf(w, "  the bound holds over plans on all %d devices; one on fewer may be faster (hap plan without --devices all weighs single machines and devices)\n", pl.Cluster.Devices)
 		}
+		if s.Seconds > 0 && s.Phases != nil {
+			// Recorded (--record-time, --time-limit): where planning's
+			// time went, the first question a slow plan asks.
+			if len(s.DeviceSets) > 0 {
+				fmt.Fprintf(w, "  planned in %.2fs over the sets of devices weighed; the chosen set's synthesis: %s\n", s.Seconds, s.Phases)
+			} else {
+				fmt.Fprintf(w, "  planned in %.2fs: %s\n", s.Seconds, s.Phases)
+			}
+		}
 	}
 	explainDeviceSets(w, pl)
 

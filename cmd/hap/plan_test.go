@@ -314,9 +314,6 @@ func TestSynthesizedPlanExplainsTheSolve(t *testing.T) {
 	}
 }
 
-// The plan's solver.seconds is 0 unless asked for, so that the same
-// inputs give the same bytes; --record-time records it, and the summary
-// line gives the time either way.
 // The memory fraction the planner was given is recorded with the solver's
 // options, so that a plan says what headroom it was made for.
 func TestPlanRecordsTheMemoryFraction(t *testing.T) {
@@ -349,24 +346,52 @@ func TestPlanRecordsTheMemoryFraction(t *testing.T) {
 	}
 }
 
+// The plan's solver.seconds is 0 unless asked for, so that the same
+// inputs give the same bytes; --record-time records it, with where it
+// went (solver.phases), which hap explain then says; the summary line
+// gives the time either way.
 func TestPlanRecordsTheSolverTimeOnRequest(t *testing.T) {
+	dir := t.TempDir()
 	for _, record := range []bool{false, true} {
-		args := []string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "--json"}
+		file := filepath.Join(dir, fmt.Sprintf("record-%v.json", record))
+		args := []string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5", "-o", file}
 		if record {
 			args = append(args, "--record-time")
 		}
-		code, out, errs := runCLI(args...)
+		code, _, errs := runCLI(args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
-		var doc struct {
-			Solver struct{ Seconds float64 } `json:"solver"`
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		var doc struct {
+			Solver struct {
+				Seconds float64
+				Phases  *plan.Phases
+			} `json:"solver"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
 			t.Fatal(err)
 		}
 		if got := doc.Solver.Seconds > 0; got != record {
 			t.Errorf("--record-time %v: solver.seconds %g", record, doc.Solver.Seconds)
+		}
+		p := doc.Solver.Phases
+		if (p != nil) != record || strings.Contains(string(raw), `"phases"`) != record {
+			t.Errorf("--record-time %v: solver.phases %+v", record, p)
+		}
+		if !record {
+			continue
+		}
+		// The chosen set's synthesis, within the device search's time.
+		if p.Polish <= 0 || p.JointSearch <= 0 || p.Encode+p.Polish+p.AfterPolish > doc.Solver.Seconds*(1+1e-6) {
+			t.Errorf("solver.phases %+v of %g s: want Polish and the joint search, within the time recorded", p, doc.Solver.Seconds)
+		}
+		code, out, errs := runCLI("explain", file)
+		if code != 0 || !strings.Contains(out, "planned in ") || !strings.Contains(out, p.String()) {
+			t.Errorf("explain: exit %d, want the phases (%s) in:\n%s%s", code, p, out, errs)
 		}
 	}
 	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--node-limit", "5")
