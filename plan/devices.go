@@ -228,8 +228,9 @@ const minSubsetShare = 16
 // comment): the fastest plan found, on the devices it names
 // (ClusterRef.Use, absent when it is the whole cluster). The plan records
 // every set weighed (Solver.DeviceSets) when there was more than one. in
-// must name the whole cluster. Under a time limit D it takes at most
-// D·(1 + 1/subsetTimeShare) in all.
+// must name the whole cluster. Under a time limit D it takes
+// D·(1 + 1/subsetTimeShare) in all, and the last set's search its grace
+// past that (solve's graceFor: its joint MILP killed in its root LP).
 func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)

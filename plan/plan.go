@@ -193,15 +193,12 @@ type Phases struct {
 // String says where the time went, as hap plan's progress and hap explain
 // put it.
 func (p *Phases) String() string {
-	beside := "beside it"
-	if p.Polish == 0 {
-		beside = "without it"
+	lp := fmt.Sprintf("bound LP %.2fs", p.BoundLP)
+	if p.BoundLP == 0 {
+		lp = "no bound LP of its own (solved before, or not wanted)"
 	}
-	out := fmt.Sprintf("encoding %.2fs, Polish %.2fs; %s the joint search %.2fs", p.Encode, p.Polish, beside, p.JointSearch)
-	if p.BoundLP > 0 {
-		out += fmt.Sprintf(" and the bound's LP %.2fs", p.BoundLP)
-	}
-	return out + fmt.Sprintf("; %.2fs after Polish", p.AfterPolish)
+	return fmt.Sprintf("encoding %.2fs, Polish %.2fs, joint search %.2fs, %s, side by side; %.2fs from Polish's end to the plan",
+		p.Encode, p.Polish, p.JointSearch, lp, p.AfterPolish)
 }
 
 // HapVersion is the build of hap that is running: the first twelve hex

@@ -433,11 +433,6 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 // it. fraction is the memory fraction asked for and solvedAt the one res
 // was solved under (smaller after a plan that did not fit). Seconds is
 // left 0: the caller records wall time only when asked.
-// phasesOf is the plan's record of where a synthesis's time went.
-func phasesOf(p solve.Phases) *Phases {
-	return &Phases{Encode: p.Encode, Polish: p.Polish, JointSearch: p.JointSearch, BoundLP: p.BoundLP, AfterPolish: p.AfterPolish}
-}
-
 func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
@@ -619,4 +614,9 @@ func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand ma
 		simulate("hap-paper", p)
 	}
 	return out
+}
+
+// phasesOf is the plan's record of where a synthesis's time went.
+func phasesOf(p solve.Phases) *Phases {
+	return &Phases{Encode: p.Encode, Polish: p.Polish, JointSearch: p.JointSearch, BoundLP: p.BoundLP, AfterPolish: p.AfterPolish}
 }

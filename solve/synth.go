@@ -129,10 +129,10 @@ type Result struct {
 
 // Phases is where a synthesis's wall time went, in seconds. The parts
 // overlap: the joint search and the bound's LP run beside Polish, each in
-// a child process, so they need not add up to Result.Seconds; what the
-// plan waited for after Polish is AfterPolish. Wall time differs from run
-// to run, so it is for people (hap plan's progress, and the plan with
-// --record-time: plan.Phases), never an input to a choice. Where the time goes is the
+// a child process, so they need not add up to Result.Seconds, which is
+// Encode + Polish + AfterPolish. Wall time differs from run to run, so it
+// is for people (hap plan's progress, and the plan with --record-time:
+// plan.Phases), never an input to a choice. Where the time goes is the
 // first question a slow plan asks: on bert-base paper-64 Polish is the
 // plan's time, on bert-moe paper-8 the bound's LP.
 type Phases struct {
@@ -141,9 +141,10 @@ type Phases struct {
 	Encode float64
 	// Polish is the primal heuristic's (Polish), 0 without a start.
 	Polish float64
-	// JointSearch is the joint MILP's search, from its start to its end,
-	// beside Polish (the default) or after it; 0 where it did not run
-	// (stopped unstarted, or no time left).
+	// JointSearch is the joint MILP's search, from its start to its end
+	// (or to its stop, where the LP proved Polish's plan optimal), beside
+	// Polish (the default) or after it; 0 where it was not started
+	// (Polish used the whole time limit).
 	JointSearch float64
 	// BoundLP is the transport LP's, from its start to its end, beside the
 	// others; 0 where it was not solved here (not wanted, or solved
@@ -419,9 +420,10 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		phases.JointSearch = beside.elapsed()
 	}
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
-		Objective: objective, Bound: lower, Gap: gap, Seconds: time.Since(start).Seconds(), Vars: len(model.Cols), Rows: len(model.Rows),
+		Objective: objective, Bound: lower, Gap: gap, Vars: len(model.Cols), Rows: len(model.Rows),
 		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search(), BoundLPs: opt.BoundLPs}
-	// done records the phases once the LP has ended (the last to).
+	// done records the phases and the time once the LP has ended (the
+	// last to).
 	done := func() *Result {
 		phases.BoundLP = bound.lpSeconds()
 		end := time.Now()
