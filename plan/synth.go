@@ -221,6 +221,9 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
 		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
 			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound, BoundLPs: opt.BoundLPs}
+		if opt.Progress != nil {
+			so.Progress = say
+		}
 		if fraction == opt.MemoryFraction {
 			// Solved again under a smaller share, the encoding differs.
 			so.Bound = opt.bound

@@ -655,8 +655,9 @@ func TestTransportForStopsAtTheCutoff(t *testing.T) {
 	}
 }
 
-// Synthesize says where its time went (Result.Phases): encoding, Polish
-// and what came after it add up to its wall time, and the bound's LP,
+// Synthesize says where its time went (Result.Phases), and as it goes
+// what it waits for (Options.Progress): encoding, Polish and what came
+// after it add up to its wall time, and the bound's LP,
 // beside them, is counted to its end even where the plan waits for it
 // after the search (here a scripted LP that takes lpWait, longer than the
 // search on this small model), and not at all where the device search
@@ -671,10 +672,17 @@ func TestSynthesizeSaysWhereItsTimeWent(t *testing.T) {
 		time.Sleep(lpWait)
 		return nil, fmt.Errorf("%w: signal: killed", cbc.ErrSolverProcess)
 	}}
-	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c), BoundSolver: slowLP}
+	var said []string
+	progress := func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) }
+	opt := Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: strategyStarts(g, c), BoundSolver: slowLP, Progress: progress}
 	res, err := Synthesize(context.Background(), g, m, opt)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What it says as it goes: Polish's end, then what the plan waits for
+	// (the slow LP at least).
+	if len(said) != 2 || !strings.HasPrefix(said[0], "polished the best start") || !strings.Contains(said[1], "waiting for") || !strings.Contains(said[1], "the bound's LP") {
+		t.Errorf("progress %q: want Polish's end, then the wait for the bound's LP", said)
 	}
 	p := res.Phases
 	t.Logf("%.3f s: %+v", res.Seconds, p)

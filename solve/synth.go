@@ -74,6 +74,10 @@ type Options struct {
 	// a higher bound, at about the LP's time for each. It counts LPs, not
 	// seconds, so the plan stays the same on any machine.
 	BoundLPs int
+	// Progress, when set, is told what the search is doing as it goes
+	// (a line each, printf-style): hap plan's progress on a terminal. The
+	// search is the same without it.
+	Progress func(format string, args ...any)
 	// Bound, when set, is the transport LP's bound already solved for this
 	// graph and cluster under these options (TransportFor: the device
 	// search's screen). Synthesize takes it rather than solve the same LP
@@ -285,6 +289,12 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	polishEnd := time.Now()
 	phases.Polish = polishEnd.Sub(polishStart).Seconds()
 	seed, seedCost := bestStart(e, seeds, timelineCost)
+	if seed != nil {
+		opt.say("polished the best start, %.4g s, to %.4g s in %.2fs", limit, seedCost, phases.Polish)
+		if waiting := opt.waitingFor(beside, bound); beside != nil && waiting != "" {
+			opt.say("waiting for %s, beside Polish since the start", waiting)
+		}
+	}
 	var mo milp.Options
 	var res *milp.Result
 	// The search beside Polish can find a plan at most the gap between
@@ -335,6 +345,18 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		}
 		// A child process whenever CBC's heuristics run or the clock may
 		// have to stop it (a solve on this thread cannot be interrupted).
+		from := "from the polished plan"
+		if seed == nil {
+			from = "without a start (none fits)"
+		}
+		switch {
+		case mo.TimeLimit > 0:
+			opt.say("searching the joint MILP %s, for up to %.1fs", from, mo.TimeLimit.Seconds())
+		case mo.NodeLimit > 0:
+			opt.say("searching the joint MILP %s, up to %d nodes", from, mo.NodeLimit)
+		default:
+			opt.say("searching the joint MILP %s, to optimality", from)
+		}
 		searched := time.Now()
 		res, err = opt.jointSolver(!mo.NoHeuristics || solveCtx != ctx).Solve(solveCtx, model, mo)
 		phases.JointSearch = time.Since(searched).Seconds()
@@ -673,6 +695,37 @@ func (opt Options) jointSolver(isolated bool) milp.Solver {
 // LP had ended, and found nothing (ViT-48: 53 s, stopped 21 s).
 const OptimalGap = 1e-4
 
+// say tells opt.Progress, if any.
+func (opt Options) say(format string, args ...any) {
+	if opt.Progress != nil {
+		opt.Progress(format, args...)
+	}
+}
+
+// waitingFor names what of the search beside Polish (the joint search,
+// the bound's LP) has not ended, "" when nothing has: after Polish, what
+// the plan waits for (on BERT-MoE over paper-8, the LP for 20 s).
+func (opt Options) waitingFor(beside *pendingJoint, bound *pendingBound) string {
+	var left []string
+	if beside != nil && !isDone(beside.done) {
+		left = append(left, fmt.Sprintf("the joint search (%d nodes)", beside.opt.NodeLimit))
+	}
+	if bound != nil && !isDone(bound.done) {
+		left = append(left, "the bound's LP")
+	}
+	return strings.Join(left, " and ")
+}
+
+// isDone reports whether done is closed, without waiting.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // pendingJoint is the joint MILP's search under way beside Polish.
 type pendingJoint struct {
 	done  chan struct{}
@@ -688,12 +741,10 @@ type pendingJoint struct {
 // elapsed is the search's wall time: to its end, or until now where it
 // was stopped (proven) and may not have ended yet.
 func (j *pendingJoint) elapsed() float64 {
-	select {
-	case <-j.done:
+	if isDone(j.done) {
 		return j.seconds
-	default:
-		return time.Since(j.began).Seconds()
 	}
+	return time.Since(j.began).Seconds()
 }
 
 // startJoint starts solving model under mo. The solver must not hold
