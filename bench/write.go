@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,7 +65,33 @@ func Markdown(title string, rows []Row) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %.4g | %s | %.1f%% | %.1f%% | %s | %s |\n",
 			r.Model, r.Cluster, r.Devices, r.Batch, layers, r.System, r.StepSeconds, speedup, 100*r.Efficiency, 100*r.PeakMemory, synth(r), status)
 	}
+	writePhases(&b, rows)
 	return b.String()
+}
+
+// writePhases adds, under the table, where each hap row's planning time
+// went (Row.SynthPhases), when any row has it: which part a slow row
+// waits for (Polish, or the joint search or bound LP beside it) is what
+// its synth column cannot say.
+func writePhases(b *strings.Builder, rows []Row) {
+	if !slices.ContainsFunc(rows, func(r Row) bool { return r.SynthPhases != nil }) {
+		return
+	}
+	b.WriteString("\nWhere hap's planning time went (s; the joint search and the bound LP run beside Polish; after Polish: the wait for them):\n\n")
+	b.WriteString("| model | cluster | batch | layers | system | synth | encoding | Polish | joint search | bound LP | after Polish |\n")
+	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		p := r.SynthPhases
+		if p == nil {
+			continue
+		}
+		layers := "-"
+		if r.Layers > 0 {
+			layers = fmt.Sprint(r.Layers)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+			r.Model, r.Cluster, r.Batch, layers, r.System, synth(r), p.Encode, p.Polish, p.JointSearch, p.BoundLP, p.AfterPolish)
+	}
 }
 
 func synth(r Row) string {

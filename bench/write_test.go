@@ -3,15 +3,19 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"hap/plan"
 )
 
 func sampleRows() []Row {
 	return []Row{
 		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemDPEV, StepSeconds: 2, SpeedupVsDPEV: 1, Efficiency: 0.2, Status: StatusHeuristic},
 		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemMegatron, Status: StatusNA + ": no | mesh"},
-		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, Efficiency: 0.4, SynthSeconds: 1.5, Status: "optimal"},
+		{Model: "m", Cluster: "paper-8", Devices: 8, Batch: 256, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, Efficiency: 0.4, SynthSeconds: 1.5, Status: "optimal",
+			SynthPhases: &plan.Phases{Encode: 0.01, Polish: 1.2, JointSearch: 0.9, BoundLP: 1.3, AfterPolish: 0.1}},
 		{Model: "m", Cluster: "paper-16", Devices: 16, Batch: 512, Layers: 4, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, SynthSeconds: 2, Status: "optimal"},
 		{Model: "m", Cluster: "paper-32", Devices: 32, Batch: 1024, System: SystemHAP, StepSeconds: 1, SpeedupVsDPEV: 2, SynthSeconds: 2, Status: "feasible", Gap: 0.022},
 	}
@@ -38,11 +42,12 @@ func TestWritersProduceFiles(t *testing.T) {
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "paper.md"))
 	if !strings.Contains(string(md), "| m | paper-8 | 8 | 256 | - | hap | 1 | 2.00× |") || !strings.Contains(string(md), "n/a: no / mesh") ||
-		!strings.Contains(string(md), "| feasible, gap 2.2% |") {
+		!strings.Contains(string(md), "| feasible, gap 2.2% |") ||
+		!strings.Contains(string(md), "| m | paper-8 | 256 | - | hap | 1.50 | 0.01 | 1.20 | 0.90 | 1.30 | 0.10 |") {
 		t.Errorf("table:\n%s", md)
 	}
 	rows, err := ReadJSON(filepath.Join(dir, "paper.json"))
-	if err != nil || len(rows) != len(sampleRows()) {
+	if err != nil || len(rows) != len(sampleRows()) || !reflect.DeepEqual(rows[2].SynthPhases, sampleRows()[2].SynthPhases) {
 		t.Errorf("round trip: %d rows, %v", len(rows), err)
 	}
 }
