@@ -33,10 +33,7 @@ func Markdown(title string, rows []Row) string {
 	b.WriteString("| model | cluster | GPUs | batch | layers | system | step (s) | speedup vs dp-ev | efficiency | peak mem / cap | synth (s) | status |\n")
 	b.WriteString("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
-		layers := "-"
-		if r.Layers > 0 {
-			layers = fmt.Sprint(r.Layers)
-		}
+		layers := layersCell(r)
 		status := r.Status
 		if r.Status == "feasible" || r.Gap > 0 {
 			// An optimal plan has a gap where the transport LP proved it
@@ -85,13 +82,17 @@ func writePhases(b *strings.Builder, rows []Row) {
 		if p == nil {
 			continue
 		}
-		layers := "-"
-		if r.Layers > 0 {
-			layers = fmt.Sprint(r.Layers)
-		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-			r.Model, r.Cluster, r.Batch, layers, r.System, synth(r), p.Encode, p.Polish, p.JointSearch, p.BoundLP, p.AfterPolish)
+			r.Model, r.Cluster, r.Batch, layersCell(r), r.System, synth(r), p.Encode, p.Polish, p.JointSearch, p.BoundLP, p.AfterPolish)
 	}
+}
+
+// layersCell is a row's layers column: "-" for the zoo's own depth.
+func layersCell(r Row) string {
+	if r.Layers > 0 {
+		return fmt.Sprint(r.Layers)
+	}
+	return "-"
 }
 
 func synth(r Row) string {

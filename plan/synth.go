@@ -254,7 +254,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	var sol Solver
 	spent := 0.0 // the solves' seconds, retries included
 	for retry := 0; ; retry++ {
-		say("solved %d×%d MILP: %s in %.2fs (%s)", res.Rows, res.Vars, res.Status, res.Seconds, phasesOf(res.Phases))
+		phases := phasesOf(res.Phases)
+		say("solved %d×%d MILP: %s in %.2fs (%s)", res.Rows, res.Vars, res.Status, res.Seconds, phases)
 		spent += res.Seconds
 		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction)
 		if opt.Untie.Any() {
@@ -263,7 +264,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			sol.Options = append(sol.Options, Software{UntieOption, opt.Untie.String()})
 		}
 		if opt.WallTime {
-			sol.Seconds, sol.Phases = spent, phasesOf(res.Phases)
+			sol.Seconds, sol.Phases = spent, phases
 		}
 		if sol.StoppedBy == "solver failure" {
 			say("the joint MILP's solver failed (%s); the plan is the polished start", res.SolverFailure)

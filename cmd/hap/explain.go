@@ -101,11 +101,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		if s.Seconds > 0 && s.Phases != nil {
 			// Recorded (--record-time, --time-limit): where planning's
 			// time went, the first question a slow plan asks.
+			of := ""
 			if len(s.DeviceSets) > 0 {
-				fmt.Fprintf(w, "  planned in %.2fs over the sets of devices weighed; the chosen set's synthesis: %s\n", s.Seconds, s.Phases)
-			} else {
-				fmt.Fprintf(w, "  planned in %.2fs: %s\n", s.Seconds, s.Phases)
+				of = " over the sets of devices weighed; the chosen set's synthesis"
 			}
+			fmt.Fprintf(w, "  planned in %.2fs%s: %s\n", s.Seconds, of, s.Phases)
 		}
 	}
 	explainDeviceSets(w, pl)
