@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hap builds against (Z3 and CBC for the solver bindings under solve/)
+# Installs the Debian packages hap builds against (Z3 and CBC for the solver bindings under solve/, and
+# g++ for the one C++ file there, solve/milp/cbc/clpwall.cc)
 # when they are missing. As root it runs apt-get itself; otherwise it prints the exact command and fails.
 set -euo pipefail
-pkgs=(libz3-dev coinor-libcbc-dev pkg-config)
+pkgs=(libz3-dev coinor-libcbc-dev pkg-config g++)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

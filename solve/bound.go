@@ -63,8 +63,9 @@ type pendingBound struct {
 // Under a time limit the LP stops at stop with what its duals prove
 // (milp.Options.DualBoundOnStop; TransportLP bounds every column, so that
 // is finite) where CBC's LP, which does not watch the clock, was killed
-// with nothing. Its process is killed only grace after stop, should the
-// solver overrun its clock (Clp's is CPU time).
+// with nothing. Clp's clock is the wall clock (cbc's clpwall.cc), but it
+// starts in the child, after the process has started and read the model,
+// so the process is killed only grace after stop.
 func startBound(ctx context.Context, e *encode.Encoding, limit float64, o encode.BoundOptions, lps int, incumbent *encode.Choice, solver milp.Solver, stop time.Time, grace time.Duration) *pendingBound {
 	return startBoundBelow(ctx, e, limit, 0, o, lps, incumbent, solver, stop, grace)
 }
@@ -79,7 +80,6 @@ func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff floa
 	opt := milp.Options{Threads: 1, DualBoundOnStop: true, Cutoff: cutoff * encode.MILPTimeUnit}
 	cancel := context.CancelFunc(func() {})
 	if !stop.IsZero() {
-		opt.TimeLimit = timeUntil(stop)
 		ctx, cancel = context.WithDeadline(ctx, stop.Add(grace))
 	}
 	b := &pendingBound{done: make(chan struct{})}
@@ -91,6 +91,11 @@ func startBoundBelow(ctx context.Context, e *encode.Encoding, limit, cutoff floa
 		model, vars := e.TransportLP(limit, o)
 		if lps > 0 {
 			opt.Choices, opt.NodeLimit = e.BoundChoices(vars, incumbent), lps
+		}
+		if !stop.IsZero() {
+			// Counted once the model is built, so that the LP stops at
+			// stop rather than the model's encoding later.
+			opt.TimeLimit = timeUntil(stop)
 		}
 		res, err := solver.Solve(ctx, model, opt)
 		switch {

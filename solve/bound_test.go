@@ -429,12 +429,12 @@ func TestStoppedBoundLPProvesItsDuals(t *testing.T) {
 	// other solves gave none after 2.5 s), so the stops lengthen until one
 	// gives a bound; every bound given must be valid. The last stop runs
 	// only when none before it gave one (a CI run with two other planning
-	// jobs on its two cores got none from the first three). Clp's clock is
-	// the CPU time its process used, and a loaded machine gives it part of
-	// a core, so the kill comes as long after the stop as the stop itself:
-	// one second after, a CI run on a machine at a load of 10 killed every
-	// stop, 30 s included, before Clp's clock had stopped it, and got no
-	// bound at all.
+	// jobs on its two cores got none from the first three). The kill
+	// comes as long after the stop as the stop itself: one second after,
+	// a CI run on a machine at a load of 10 killed every stop, 30 s
+	// included, before Clp had stopped, and got no bound at all (its clock
+	// was then its process's CPU time; it is now the wall clock, which
+	// starts once the child has started and read the model).
 	proved := 0
 	for _, after := range []time.Duration{2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second} {
 		if after > 10*time.Second && proved > 0 {

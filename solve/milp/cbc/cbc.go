@@ -40,6 +40,12 @@
 // of it and Options.TimeLimit), so a deadline stops the search and returns the incumbent. A
 // cancellation without a deadline takes effect only once the running solve ends, except in an
 // isolated solve, whose child process is killed when ctx ends.
+//
+// Time limits are on the wall clock: CBC's search gets "timeMode elapsed", and Clp's LPs a wall-clock
+// limit through clpwall.cc (the C interface has only the CPU-time one). Both solvers otherwise count
+// their process's CPU time, so that an isolated worker given part of a core ran far past its
+// deadline and was killed with nothing, and an in-process solve beside busy threads stopped early
+// (TestTimeLimitsAreWallClock). CBC's root LP still does not look at its clock.
 package cbc
 
 /*
@@ -388,6 +394,7 @@ func parameters(opt milp.Options, limit time.Duration) [][2]string {
 	set("log", "0")
 	set("slogLevel", "0")
 	if limit > 0 {
+		set("timeMode", "elapsed")
 		set("seconds", strconv.FormatFloat(limit.Seconds(), 'f', -1, 64))
 	}
 	if opt.NodeLimit > 0 {

@@ -333,6 +333,69 @@ func TestNodeLimit(t *testing.T) {
 	}
 }
 
+// TestTimeLimitsAreWallClock: a solve under a time limit stops when the
+// wall clock says, whatever CPU time its process gets, for an LP (Clp,
+// DualBoundOnStop) and a MILP (CBC), in process and isolated. Both
+// solvers' own clocks are the process's CPU time by default: an isolated
+// worker given part of a core ran past the planner's deadline and was
+// killed with nothing (a bound LP measured 9.8 s for a 2 s limit here),
+// and in process every other thread's time counted too and stopped it
+// early (1.0 s). Both are provoked with busy threads in this process,
+// which make its CPU time run faster than the wall clock and its
+// worker's slower.
+func TestTimeLimitsAreWallClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("busy threads for seconds")
+	}
+	const limit = 2 * time.Second
+	busy := 4 * runtime.NumCPU()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(busy + 2))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < busy; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := 0; ; x++ {
+				if x%1024 == 0 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for _, tc := range []struct {
+		name string
+		m    *milp.Model
+		opt  milp.Options
+	}{
+		{"LP", covering(6000, 4, 1), milp.Options{DualBoundOnStop: true, TimeLimit: limit}}, // 4.7 s as loaded, 2 cores
+		{"MILP", mkp(1, 250, 10), milp.Options{TimeLimit: limit}},
+	} {
+		for _, isolated := range []bool{false, true} {
+			start := time.Now()
+			res, err := Solver{Isolated: isolated}.Solve(context.Background(), tc.m, tc.opt)
+			if err != nil {
+				t.Fatalf("%s, isolated %v: %v", tc.name, isolated, err)
+			}
+			t.Logf("%s, isolated %v: %v stopped by %v after %v (%v with the process)", tc.name, isolated, res.Status, res.StoppedBy, res.Runtime, time.Since(start))
+			if res.StoppedBy != milp.LimitTime {
+				t.Fatalf("%s, isolated %v: %v stopped by %v, want stopped by time (instance too easy?)", tc.name, isolated, res.Status, res.StoppedBy)
+			}
+			// The margins: the last iteration or node below, a CPU
+			// clock's factor of two or more (two cores, a dozen busy
+			// threads) above and below.
+			if res.Runtime < limit*4/5 || res.Runtime > limit*3/2 {
+				t.Errorf("%s, isolated %v: stopped after %v, want the limit %v on the wall clock", tc.name, isolated, res.Runtime, limit)
+			}
+		}
+	}
+}
+
 func TestTimeLimitNoSolution(t *testing.T) {
 	const limit = 500 * time.Millisecond
 	m := marketSplit(7, 4)
@@ -582,11 +645,11 @@ func TestParametersFollowTheOptions(t *testing.T) {
 		want  [][2]string
 		not   []string
 	}{
-		{milp.Options{}, 0, nil, []string{"seconds", "maxNodes", "ratioGap", "threads", "cuts", "heur", "strongBranching", "presolve", "feas", "perturbation"}},
+		{milp.Options{}, 0, nil, []string{"seconds", "timeMode", "maxNodes", "ratioGap", "threads", "cuts", "heur", "strongBranching", "presolve", "feas", "perturbation"}},
 		{milp.Options{NoPresolve: true}, 0, [][2]string{{"presolve", "off"}}, []string{"cuts", "heur", "strongBranching", "perturbation"}},
 		{milp.Options{NoPerturbation: true}, 0, [][2]string{{"perturbation", "off"}}, []string{"presolve"}},
 		{milp.Options{NoCuts: true, NoHeuristics: true, NoStrongBranching: true}, 0, [][2]string{{"cuts", "off"}, {"heur", "off"}, {"strongBranching", "0"}}, []string{"presolve"}},
-		{milp.Options{NodeLimit: 10, RelGap: 0.01, Threads: 2}, 1500 * time.Millisecond, [][2]string{{"maxNodes", "10"}, {"ratioGap", "0.01"}, {"threads", "102"}, {"seconds", "1.5"}}, nil},
+		{milp.Options{NodeLimit: 10, RelGap: 0.01, Threads: 2}, 1500 * time.Millisecond, [][2]string{{"maxNodes", "10"}, {"ratioGap", "0.01"}, {"threads", "102"}, {"timeMode", "elapsed"}, {"seconds", "1.5"}}, nil},
 		{milp.Options{PumpPasses: 30}, 0, [][2]string{{"heur", "off"}, {"feas", "on"}, {"passF", "30"}}, nil},
 	} {
 		ps := parameters(c.opt, c.limit)

@@ -2,6 +2,7 @@ package cbc
 
 /*
 #include <coin/Clp_C_Interface.h>
+#include "clpwall.h"
 */
 import "C"
 
@@ -17,7 +18,7 @@ import (
 // An LP solved under a time limit with milp.Options.DualBoundOnStop goes
 // to Clp directly, not through CBC, which runs an LP to its end whatever
 // the limit: the synthesizer's bound LP, killed at the deadline, proved
-// nothing. Clp stops on its clock (Clp_setMaximumSeconds), and a stopped
+// nothing. Clp stops on the wall clock (clpwall.cc), and a stopped
 // dual simplex still has row duals. Whatever they are, their Lagrangian
 // bound (milp's DualBound) holds, and the dual simplex raises it as it
 // goes: on bert-moe's bound LP on paper-8 (batch 32), stopped at 3 and 6 s
@@ -283,10 +284,11 @@ func (s *clpSession) Solve(limit time.Duration) (*milp.Result, error) {
 	case s.solved:
 		res, err = s.phase(limit, clpWarm)
 	case limit > 0:
-		// Clp's clock is CPU time: stopped, the initial solve has used
-		// its half, and the dual simplex gets the other. (Counted from
-		// the wall clock, under load it got a millisecond and proved
-		// nothing: TestStoppedLPReportsItsDualBound under CI.)
+		// Each phase's clock starts with it: stopped, the initial solve
+		// has used its half, and the dual simplex gets the other. (The
+		// rest of the limit counted from the start, under load it once
+		// got a millisecond and proved nothing:
+		// TestStoppedLPReportsItsDualBound under CI.)
 		res, err = s.phase(limit/2, clpInitial)
 		if err == nil && res.StoppedBy == milp.LimitTime {
 			if err = s.load(); err == nil {
@@ -325,7 +327,7 @@ func (s *clpSession) phase(limit time.Duration, run clpRun) (*milp.Result, error
 	if limit > 0 {
 		seconds = limit.Seconds()
 	}
-	C.Clp_setMaximumSeconds(model, C.double(seconds))
+	C.hapClpSetMaximumWallSeconds(unsafe.Pointer(model), C.double(seconds))
 	dualLimit := math.MaxFloat64 // Clp's default: none
 	if s.cutoff != 0 && run != clpInitial {
 		dualLimit = s.sign * s.cutoff
