@@ -200,9 +200,9 @@ type DeviceSet struct {
 	Chosen bool `json:"chosen,omitempty"`
 }
 
-// subsetTimeShare: under a time limit D, the device search takes at most
-// D + D/subsetTimeShare in all. The transport screen stops after
-// D/subsetTimeShare (its LPs then bound the step by what their duals
+// subsetTimeShare: under a time limit D, the device search ends by D,
+// and a set's transport screen stops after 1/subsetTimeShare of the set's
+// share of the time (its LP then bounds the step by what its duals
 // prove). The first set searched, the likeliest to win, may take all that
 // is left when no other set is in the running, and D/firstTimeShare
 // otherwise; the sets after it share what is left, each searched given an
@@ -210,7 +210,9 @@ type DeviceSet struct {
 // with a bound below the best plan so far). Given all of it, the first set
 // searched ran to the deadline and left none: ViT on paper-16 at batch
 // 512 under --time-limit 20s searched the twelve P100s for the rest and
-// skipped the four V100s, whose plan is 26% faster.
+// skipped the four V100s, whose plan is 26% faster. (The search used to
+// take up to D + D/subsetTimeShare, and the last set's grace past that,
+// while the solvers' grace came on top of their limits.)
 const subsetTimeShare = 4
 
 // firstTimeShare: under a time limit D, the first set searched takes
@@ -228,9 +230,9 @@ const minSubsetShare = 16
 // comment): the fastest plan found, on the devices it names
 // (ClusterRef.Use, absent when it is the whole cluster). The plan records
 // every set weighed (Solver.DeviceSets) when there was more than one. in
-// must name the whole cluster. Under a time limit D it takes
-// D·(1 + 1/subsetTimeShare) in all, and the last set's search its grace
-// past that (solve's graceFor: its joint MILP killed in its root LP).
+// must name the whole cluster. Under a time limit D it ends by D (each
+// set's synthesis ends by its share: solve's graceFor), but for the
+// plan's lowering and simulation after its last set.
 func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
@@ -261,7 +263,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	all := allDevices(in.Cluster.NumDevices())
 	var deadline time.Time
 	if opt.TimeLimit > 0 {
-		deadline = began.Add(opt.TimeLimit + opt.TimeLimit/subsetTimeShare)
+		deadline = began.Add(opt.TimeLimit)
 	}
 
 	// The work screen: every set, the whole cluster first (milliseconds

@@ -478,7 +478,7 @@ func seq(lo, hi int) []int {
 
 // Under a time limit D the whole cluster's search takes half of D when
 // another set could hold the model, and the sets searched share what is
-// left and D/4 more: each of them gets its part, so the first does not
+// left, ending by D: each of them gets its part, so the first does not
 // run to the deadline and starve the rest (the joint MILP runs to its
 // limit). mlp finds the A100 machine beside the T4s, and the A100s and
 // V100s of three-types, with nothing skipped for time.
@@ -493,9 +493,19 @@ func TestDeviceSearchUnderATimeLimit(t *testing.T) {
 		{"three-types", 4096, DevicesTypes, []int{0, 1, 2, 3}},
 	} {
 		in := deviceSearchInputs(t, "mlp", c.batch, c.cluster)
-		pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: 4 * time.Second}, c.search)
+		const limit = 4 * time.Second
+		began := time.Now()
+		pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: limit}, c.search)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The search ends by its limit: the plan's lowering and
+		// simulation come after it (milliseconds for mlp), and it used
+		// to take a quarter more and a grace.
+		took := time.Since(began)
+		t.Logf("%s: %v under a limit of %v", c.cluster, took, limit)
+		if took > limit+limit/10 {
+			t.Errorf("%s: the device search took %v under a time limit of %v", c.cluster, took, limit)
 		}
 		if !slices.Equal(pl.Cluster.Use, c.use) {
 			t.Fatalf("%s: plan on devices %v, want %v: sets %+v", c.cluster, pl.Cluster.Use, c.use, pl.Solver.DeviceSets)
@@ -508,6 +518,30 @@ func TestDeviceSearchUnderATimeLimit(t *testing.T) {
 				t.Errorf("%s: devices %v skipped for the time limit", c.cluster, s.Use)
 			}
 		}
+	}
+}
+
+// A device search under a time limit D ends by D, on a model whose sets'
+// searches use all the time they are given (bert-base on paper-16 at
+// 512: two sets searched, the joint MILP on each to its clock). It used
+// to take D and a quarter, and the last set's grace past that (13.6 s
+// under a limit of 10 s).
+func TestDeviceSearchEndsByItsTimeLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a full-size model's search for seconds")
+	}
+	in := deviceSearchInputs(t, "bert-base", 512, "paper-16")
+	const limit = 6 * time.Second
+	began := time.Now()
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: limit}, DevicesTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	t.Logf("%v under a limit of %v: step %.4g s, %d sets weighed", took, limit, pl.Cost.StepSeconds, len(pl.Solver.DeviceSets))
+	// The plan's lowering and simulation come after the search.
+	if took > limit+limit/10 {
+		t.Errorf("the device search took %v under a time limit of %v", took, limit)
 	}
 }
 

@@ -306,13 +306,14 @@ func TransportFor(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options, 
 		return LPBound{}, false, err
 	}
 	var stop time.Time
+	grace := graceFor(opt.TimeLimit)
 	if opt.TimeLimit > 0 {
-		stop = time.Now().Add(opt.TimeLimit)
+		stop = time.Now().Add(opt.TimeLimit - grace) // killed at the limit
 	}
 	if step <= 0 {
 		cutoff = 0 // with a column uncapped the duals prove nothing
 	}
-	p := startBoundBelow(ctx, e, max(step, 0), max(cutoff, 0), encode.BoundOptions{AnyOrder: opt.AnyOrderBound}, 0, nil, opt.BoundSolver, stop, graceFor(opt.TimeLimit))
+	p := startBoundBelow(ctx, e, max(step, 0), max(cutoff, 0), encode.BoundOptions{AnyOrder: opt.AnyOrderBound}, 0, nil, opt.BoundSolver, stop, grace)
 	seconds, ok, stopped := p.wait()
 	return LPBound{Seconds: seconds, Stopped: stopped, Cut: p.cut, AnyOrder: opt.AnyOrderBound}, ok, nil
 }

@@ -151,6 +151,35 @@ func TestTimeLimitStopsTheJointMILPWithAStart(t *testing.T) {
 	planIsTheStart(t, e, res)
 }
 
+// A synthesis given a time limit ends by it, even where the joint MILP
+// does not stop on its clock (CBC inside its root LP; the stalled solver
+// here): its solvers stop a grace before the limit, and its child
+// processes are killed at it. The grace used to come after the limit
+// (a second, at this limit), and the device search's a quarter more.
+func TestSynthesisEndsByItsTimeLimit(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+	// A limit whose grace (0.4 s) is above endSlack, so that a grace
+	// after the limit fails the test.
+	const limit = 8 * time.Second
+	// endSlack is what the synthesis may take past its limit: the plan
+	// built after the kill (milliseconds), on a busy machine.
+	const endSlack = 250 * time.Millisecond
+	began := time.Now()
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), TimeLimit: limit, Starts: progs, JointSolver: stalledSolver{}})
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("Synthesize: %v", err)
+	}
+	t.Logf("%v under a limit of %v (grace %v)", took, limit, graceFor(limit))
+	if took > limit+endSlack {
+		t.Errorf("took %v under a time limit of %v, want it ended by the limit", took, limit)
+	}
+	if res.StoppedBy != milp.LimitTime || !res.TimeLimited {
+		t.Errorf("stopped by %v, time-limited %v: want stopped by the time limit", res.StoppedBy, res.TimeLimited)
+	}
+	planIsTheStart(t, e, res)
+}
+
 // When Polish has run to the deadline, no time is left for the joint MILP:
 // it is not started (given a millisecond and its grace it only loaded the
 // model and was killed in its root LP, a second for nothing per solve),

@@ -201,8 +201,11 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	var heurDeadline, deadline time.Time
 	if opt.TimeLimit > 0 {
-		deadline = start.Add(opt.TimeLimit)
-		heurDeadline = start.Add(opt.TimeLimit * heuristicShare / 100)
+		// The solvers stop a grace before the limit and are killed at
+		// it, so that the synthesis ends by the limit (graceFor).
+		solving := opt.TimeLimit - graceFor(opt.TimeLimit)
+		deadline = start.Add(solving)
+		heurDeadline = start.Add(solving * heuristicShare / 100)
 	}
 	// No plan worse than the best start is wanted: bounding the step by its
 	// cost tightens the MILP (MILPBelow).
@@ -787,10 +790,13 @@ const noStartPumpPasses = 30
 // a node limit does not bound.
 const noStartTimeLimit = 2 * time.Minute
 
-// timeLimitGrace is the longest a solve may run past its time limit
-// before it is killed (see Synthesize, Polish): time for CBC to stop on
-// its own where it can, and report what it found.
-const timeLimitGrace = 5 * time.Second
+// timeLimitGrace is the longest grace (graceFor) a time limit gives.
+const timeLimitGrace = time.Second
+
+// minTimeLimitGrace is the shortest grace (graceFor) a time limit gives,
+// unless it is under twice that: time for a child process that stopped
+// on its clock to send its answer, on a busy machine.
+const minTimeLimitGrace = 200 * time.Millisecond
 
 // timeUntil is the time limit of a solve that starts now and must end by
 // dl: 0 (none) when dl is zero, and at least a millisecond otherwise, since
@@ -802,13 +808,18 @@ func timeUntil(dl time.Time) time.Duration {
 	return max(time.Until(dl), time.Millisecond)
 }
 
-// graceFor is the grace of the joint MILP and of Polish under a time
-// limit: a tenth of the limit, at least a second and at most
-// timeLimitGrace. A fixed 5 s made `hap plan --time-limit 10s` on bert-moe
-// (paper-8) take 15 s, its root LP outlasting the limit and the grace
-// alike; CBC's clock check between nodes stops a solve within the second.
+// graceFor is the grace of a solve under a time limit: its solvers stop
+// (on the wall clock: CBC's search between nodes, Clp's LPs between
+// iterations) that long before the limit, and their child processes are
+// killed at it, so that a synthesis given a limit ends by it. A
+// twentieth of the limit, within [minTimeLimitGrace, timeLimitGrace], and
+// at most half of it. CBC's root LP does not look at the clock: where it
+// is still running at the limit, it is killed, with the start (if any)
+// the answer. The grace used to come on top of the limit (a tenth, 1–5
+// s), while the solvers counted their process's CPU time and a busy
+// machine kept a child's clock from reaching the limit.
 func graceFor(limit time.Duration) time.Duration {
-	return min(timeLimitGrace, max(time.Second, limit/10))
+	return min(timeLimitGrace, max(minTimeLimitGrace, limit/20), limit/2)
 }
 
 // unfitStepFactor bounds the step of the plans searched when no start
