@@ -3,10 +3,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* hapClpSetMaximumWallSeconds makes the Clp_Simplex model stop on the
-   wall clock, seconds from now (negative: no limit), and not on CPU
-   time. clpwall.cc. */
-void hapClpSetMaximumWallSeconds(void *model, double seconds);
+/* hapClpSetTimeLimits makes the Clp_Simplex model stop once its process
+   has used cpuSeconds of CPU time or wallSeconds have passed on the wall
+   clock, both from now, whichever comes first (negative: no such limit).
+   clpwall.cc. */
+void hapClpSetTimeLimits(void *model, double cpuSeconds, double wallSeconds);
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,7 @@ import (
 // An LP solved under a time limit with milp.Options.DualBoundOnStop goes
 // to Clp directly, not through CBC, which runs an LP to its end whatever
 // the limit: the synthesizer's bound LP, killed at the deadline, proved
-// nothing. Clp stops on the wall clock (clpwall.cc), and a stopped
+// nothing. Clp stops by the limit on the wall clock (clpwall.cc), and a stopped
 // dual simplex still has row duals. Whatever they are, their Lagrangian
 // bound (milp's DualBound) holds, and the dual simplex raises it as it
 // goes: on bert-moe's bound LP on paper-8 (batch 32), stopped at 3 and 6 s
@@ -31,12 +31,14 @@ import (
 //
 // Two phases, since neither algorithm is the faster on every LP:
 //
-//  1. Half the limit for Clp's initial solve (presolve, then its choice of
-//     simplex), which is what CBC runs. Finished, that is the answer.
+//  1. Half the limit, in CPU time, for Clp's initial solve (presolve, then
+//     its choice of simplex), which is what CBC runs. Finished, that is
+//     the answer.
 //     Stopped, its duals prove nothing useful (it often chose the primal
 //     simplex, whose duals are not feasible: bounds of −4e6 measured).
-//  2. The rest for the dual simplex on the model as loaded, no presolve,
-//     whose duals at the stop are the original rows'.
+//  2. The rest of the limit on the wall clock for the dual simplex on
+//     the model as loaded, no presolve, whose duals at the stop are the
+//     original rows'.
 //
 // Measured on the synthesizer's bound LPs (2 cores), initial solve
 // against the dual simplex as loaded: bert-moe paper-8 at batch 32 26.7
@@ -284,15 +286,20 @@ func (s *clpSession) Solve(limit time.Duration) (*milp.Result, error) {
 	case s.solved:
 		res, err = s.phase(limit, clpWarm)
 	case limit > 0:
-		// Each phase's clock starts with it: stopped, the initial solve
-		// has used its half, and the dual simplex gets the other. (The
-		// rest of the limit counted from the start, under load it once
-		// got a millisecond and proved nothing:
-		// TestStoppedLPReportsItsDualBound under CI.)
-		res, err = s.phase(limit/2, clpInitial)
-		if err == nil && res.StoppedBy == milp.LimitTime {
+		// The initial solve gets half the limit in CPU time and the dual
+		// simplex what is left of it on the wall clock. Half on the wall
+		// clock alone would starve the first on a busy machine: beside
+		// six busy processes on two cores, bert-base's bound LP on
+		// paper-16 (a 9.3 s limit) finished its initial solve by 8.9 s
+		// of wall time on the CPU half, and on the wall's half stopped
+		// it at 4.7 s, leaving the dual simplex as loaded 4.7 s that
+		// proved nothing. Its process's CPU time is the clock Clp had
+		// alone before (clpwall.cc), so an idle machine sees no change.
+		deadline := t0.Add(limit)
+		res, err = s.phaseWithin(limit/2, limit, clpInitial)
+		if left := time.Until(deadline); err == nil && res.StoppedBy == milp.LimitTime && left > 0 {
 			if err = s.load(); err == nil {
-				res, err = s.phase(limit-limit/2, clpAsLoaded)
+				res, err = s.phase(max(time.Until(deadline), time.Millisecond), clpAsLoaded)
 			}
 		}
 	default:
@@ -315,19 +322,28 @@ const (
 	clpWarm                   // the dual simplex from the last solve's basis
 )
 
-// phase is one Clp solve of the session's LP within limit (0: none).
+// phase is one Clp solve of the session's LP within limit (0: none) on
+// the wall clock.
 func (s *clpSession) phase(limit time.Duration, run clpRun) (*milp.Result, error) {
+	return s.phaseWithin(0, limit, run)
+}
+
+// phaseWithin is phase within cpu of its process's CPU time as well (0:
+// none), whichever comes first.
+func (s *clpSession) phaseWithin(cpu, wall time.Duration, run clpRun) (*milp.Result, error) {
 	model := s.model
 	if s.dirty {
 		C.Clp_chgColumnLower(model, &s.b.colLo[0])
 		C.Clp_chgColumnUpper(model, &s.b.colUp[0])
 		s.dirty = false
 	}
-	seconds := -1.0 // none
-	if limit > 0 {
-		seconds = limit.Seconds()
+	seconds := func(d time.Duration) C.double {
+		if d > 0 {
+			return C.double(d.Seconds())
+		}
+		return -1 // none
 	}
-	C.hapClpSetMaximumWallSeconds(unsafe.Pointer(model), C.double(seconds))
+	C.hapClpSetTimeLimits(unsafe.Pointer(model), seconds(cpu), seconds(wall))
 	dualLimit := math.MaxFloat64 // Clp's default: none
 	if s.cutoff != 0 && run != clpInitial {
 		dualLimit = s.sign * s.cutoff
