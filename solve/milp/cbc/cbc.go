@@ -42,10 +42,11 @@
 // isolated solve, whose child process is killed when ctx ends.
 //
 // Time limits are on the wall clock: CBC's search gets "timeMode elapsed", and Clp's LPs a wall-clock
-// limit through clpwall.cc (the C interface has only the CPU-time one). Both solvers otherwise count
-// their process's CPU time, so that an isolated worker given part of a core ran far past its
-// deadline and was killed with nothing, and an in-process solve beside busy threads stopped early
-// (TestTimeLimitsAreWallClock). CBC's root LP still does not look at its clock.
+// limit through clpwall.cc (the C interface has only the CPU-time one; lp.go's first phase keeps a
+// CPU-time half within it, so that a busy machine does not starve that phase). Both solvers
+// otherwise count their process's CPU time, so that an isolated worker given part of a core ran far
+// past its deadline and was killed with nothing, and an in-process solve beside busy threads stopped
+// early (TestTimeLimitsAreWallClock). CBC's root LP still does not look at its clock.
 package cbc
 
 /*
