@@ -36,7 +36,9 @@
 //
 // The search is linear: each satisfying order is simulated, and the next check asks for one
 // shorter by minGain. Z3's budget is its resource limit (rlimit), counted in work, so the answer
-// is the same on any machine. Memory is not encoded: Options.Accept vets each order's simulated
+// is the same on any machine. Options.TimeLimit bounds the search's wall time as well (hap plan
+// --time-limit): each check gets what is left as Z3's timeout, and the answer then depends on
+// the machine (Status TimeLimit). Memory is not encoded: Options.Accept vets each order's simulated
 // peak, and a rejected order's swaps are excluded together.
 //
 // The order found is then tidied (tidy.go): a Z3 model sets pairs with slack either way, so each

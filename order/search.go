@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"hap/cost"
 	"hap/lower"
@@ -38,6 +39,10 @@ type Options struct {
 	Window int
 	// ResourceLimit is Z3's work budget per check; 0 means DefaultResourceLimit.
 	ResourceLimit uint32
+	// TimeLimit bounds the search's wall time (0: none): each check gets what is left of it as
+	// Z3's timeout, beside the work budget. A search it stops ends TimeLimit, and its answer
+	// depends on the machine's speed, where the budget's does not.
+	TimeLimit time.Duration
 	// Accept, when set, vets each faster order's simulation (say, its peak memory against the
 	// devices' capacity); a rejected order is excluded and the search goes on.
 	Accept func(*sim.Result) bool
@@ -53,6 +58,8 @@ const (
 	Optimal Status = "optimal"
 	// Stopped: Z3's work budget ran out before it settled whether a faster order exists.
 	Stopped Status = "stopped"
+	// TimeLimit: Options.TimeLimit ran out before Z3 settled whether a faster order exists.
+	TimeLimit Status = "time limit"
 	// Excluded: every faster order Z3 found was rejected by Options.Accept, and the rejection
 	// excluded more orders than the one rejected, so optimality is not proven.
 	Excluded Status = "excluded"
@@ -85,11 +92,15 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("order: invalid program: %w", err)
 	}
+	began := time.Now()
 	if opt.Window == 0 {
 		opt.Window = DefaultWindow
 	}
 	if opt.Window < 0 {
 		return nil, fmt.Errorf("order: window %d must be positive", opt.Window)
+	}
+	if opt.TimeLimit < 0 {
+		return nil, fmt.Errorf("order: time limit %v must be positive", opt.TimeLimit)
 	}
 	if opt.ResourceLimit == 0 {
 		opt.ResourceLimit = DefaultResourceLimit
@@ -145,8 +156,22 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 		}
 		return res, nil
 	}
+	var deadline time.Time
+	if opt.TimeLimit > 0 {
+		deadline = began.Add(opt.TimeLimit)
+	}
 	excluded := false
 	for {
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left < time.Millisecond { // Z3's timeout is in milliseconds, and 0 means none
+				res.Status = TimeLimit
+				return done()
+			}
+			if err := s.SetTimeout(left); err != nil {
+				return nil, fmt.Errorf("order: %w", err)
+			}
+		}
 		st, err := s.Check(c.Le(enc.makespan, c.Int(ticks(res.After*(1-minGain)))))
 		res.Checks++
 		if err != nil {
@@ -164,6 +189,9 @@ func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (
 			return done()
 		case z3.Unknown:
 			res.Status = Stopped
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				res.Status = TimeLimit
+			}
 			return done()
 		}
 		model, err := s.Model()

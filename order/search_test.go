@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"hap/cluster"
 	"hap/cost"
@@ -264,6 +265,29 @@ func TestSearchOutOfBudget(t *testing.T) {
 	}
 }
 
+// Out of time, the search says so, by its limit, and keeps the best order found: a program
+// whose search takes 3.5 s and six checks to its proof (two cores), given 300 ms.
+func TestSearchOutOfTime(t *testing.T) {
+	m := testModel(t)
+	rng := rand.New(rand.NewSource(3))
+	p := randomProgram(rng, 4, 300, 100)
+	const limit = 300 * time.Millisecond
+	began := time.Now()
+	r, err := Search(context.Background(), p, m, Options{TimeLimit: limit})
+	took := time.Since(began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v: %s after %d checks, %.6g → %.6g s", took, r.Status, r.Checks, r.Before, r.After)
+	if r.Status != TimeLimit || r.After > r.Before {
+		t.Errorf("status %s, %.6g → %.6g s; want stopped by the time limit, no slower", r.Status, r.Before, r.After)
+	}
+	// The slack: the order found tidied and simulated after the stop.
+	if took > limit+time.Second {
+		t.Errorf("took %v under a time limit of %v", took, limit)
+	}
+}
+
 func TestSearchErrors(t *testing.T) {
 	m := testModel(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -273,6 +297,9 @@ func TestSearchErrors(t *testing.T) {
 	}
 	if _, err := Search(context.Background(), improvable(), m, Options{Window: -1}); err == nil || !strings.Contains(err.Error(), "window -1") {
 		t.Errorf("negative window: %v", err)
+	}
+	if _, err := Search(context.Background(), improvable(), m, Options{TimeLimit: -time.Second}); err == nil || !strings.Contains(err.Error(), "time limit -1s") {
+		t.Errorf("negative time limit: %v", err)
 	}
 	bad := improvable()
 	bad.Devices[0].Instrs[2].Deps = []int{7}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"time"
 
 	"hap/encode"
 	"hap/lower"
@@ -24,14 +25,18 @@ type OrderDoc struct {
 	Collectives string `json:"collectives_sha256"`
 	// Status is how the search ended: optimal (no order within the
 	// window is faster; none at all when the step meets Bound), stopped
-	// (Z3's budget ran out) or excluded (faster orders did not fit in
-	// memory).
+	// (Z3's budget ran out), time limit (TimeLimit ran out) or excluded
+	// (faster orders did not fit in memory).
 	Status order.Status `json:"status"`
 	Window int          `json:"window"`
 	// Budget is Z3's work budget (rlimit) per check: with it and Z3's
 	// version the search gives the same order on any machine.
 	Budget uint32 `json:"budget"`
-	Z3     string `json:"z3"`
+	// TimeLimit is the search's wall-clock limit (order.Options), when
+	// it had one (hap plan --time-limit): its answer then depends on
+	// the machine's speed.
+	TimeLimit string `json:"time_limit,omitempty"`
+	Z3        string `json:"z3"`
 	// ListSeconds is the simulated step in the list order; the plan's
 	// Cost is the searched order's.
 	ListSeconds float64 `json:"list_order_seconds"`
@@ -70,7 +75,7 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 			return nil, err
 		}
 	}
-	r, err := order.Search(ctx, prog, m, order.Options{Window: opt.Window, ResourceLimit: opt.ResourceLimit,
+	r, err := order.Search(ctx, prog, m, order.Options{Window: opt.Window, ResourceLimit: opt.ResourceLimit, TimeLimit: opt.TimeLimit,
 		Accept: func(r *sim.Result) bool {
 			return sim.OverMemory(r.Devices) == "" && (opt.Accept == nil || opt.Accept(r))
 		}})
@@ -84,6 +89,9 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, o
 	p.CommSwaps, p.CommDigest = swaps, digest
 	pl.CommOrder = &OrderDoc{Swaps: swaps, Collectives: digest, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),
 		ListSeconds: r.Before, Bound: r.Bound, Pairs: r.Pairs, Checks: r.Checks}
+	if opt.TimeLimit > 0 {
+		pl.CommOrder.TimeLimit = opt.TimeLimit.Round(time.Millisecond).String()
+	}
 	pl.Cost = Cost{StepSeconds: r.After, PerDevice: r.Simulated.Devices}
 	if list != nil {
 		pl.CommOrder.ListSeconds = list.StepSeconds

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"hap/order"
 	"hap/plan"
 	"hap/sim"
 	"hap/solve"
@@ -107,6 +109,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--order-rounds", "3"}, 2, "--order-rounds continues the synthesizer's --search-order"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "3", "--time-limit", "5s"}, 2, "--order-rounds is bounded by its rounds and nodes, not by the clock"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--devices", "all"}, 2, "--devices shape the synthesizer's search"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines, types or kinds, or a list of devices`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-16", "--devices", "0-x"}, 2, `--devices "0-x": "0-x" is not a range of device indices (like 0-3)`},
@@ -187,6 +190,43 @@ func TestPlanSearchesOrdersJointly(t *testing.T) {
 	code, out, errs = runCLI("explain", f)
 	if code != 0 || !strings.Contains(out, "programs, lengths and orders searched together") || !strings.Contains(out, "no plan in any issue order of its collectives is faster") {
 		t.Errorf("explain does not say what the joint search proved: %d %s %s", code, errs, out)
+	}
+}
+
+// plan --search-order --time-limit D ends by D: the order search gets what the synthesis leaves
+// (a quarter of D at least), Z3's checks the time left, and the plan records the search's limit.
+// ViT on paper-16 at 512 plans on four V100s, whose order search ran 37 s past a 10 s limit.
+func TestPlanSearchesTheOrderWithinTheTimeLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a full-size model's search for seconds")
+	}
+	f := filepath.Join(t.TempDir(), "plan.json")
+	const limit = 4 * time.Second
+	began := time.Now()
+	code, out, errs := runCLI("plan", "--model", "vit", "--cluster", "paper-16", "--batch", "512", "--search-order", "--time-limit", limit.String(), "-o", f)
+	took := time.Since(began)
+	if code != 0 {
+		t.Fatalf("plan --search-order --time-limit: %d %s %s", code, errs, out)
+	}
+	t.Logf("%v under a limit of %v: %s", took, limit, strings.TrimSpace(out))
+	// The slack: the model built before the clock starts, the plan simulated and written after.
+	if took > limit+time.Second {
+		t.Errorf("plan --search-order --time-limit %v took %v", limit, took)
+	}
+	pl, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := pl.CommOrder
+	if o == nil {
+		t.Fatal("the plan has no searched order")
+	}
+	d, err := time.ParseDuration(o.TimeLimit)
+	if err != nil || d <= 0 || d > limit {
+		t.Errorf("comm_order.time_limit %q: want the order search's share of %v", o.TimeLimit, limit)
+	}
+	if o.Status == order.TimeLimit && !strings.Contains(out, "the time limit stopped Z3") {
+		t.Errorf("stopped by the time limit, but the summary says: %s", out)
 	}
 }
 
