@@ -412,9 +412,9 @@ func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *encode.Program, limi
 
 // orderTimeShare: under --time-limit D, hap plan --search-order leaves
 // D/orderTimeShare, and whatever the synthesis did not use, to the order
-// search. Z3 on ViT's plan on four V100s (paper-16 at 512, window 8) ran
-// 37 s past a 10 s limit before it had one; given 2.5 s it keeps the
-// plan's own order, "time limit".
+// search. With no limit of its own, Z3 on ViT's plan on four V100s
+// (paper-16 at 512, window 8) ran 37 s past a 10 s --time-limit; given
+// 2.4 s it keeps the plan's own order, "time limit".
 const orderTimeShare = 4
 
 func runSimulate(e *env, args []string) error {
