@@ -531,7 +531,7 @@ func TestDeviceSearchEndsByItsTimeLimit(t *testing.T) {
 		t.Skip("a full-size model's search for seconds")
 	}
 	in := deviceSearchInputs(t, "bert-base", 512, "paper-16")
-	const limit = 6 * time.Second
+	const limit = 8 * time.Second
 	began := time.Now()
 	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{TimeLimit: limit}, DevicesTypes)
 	if err != nil {
@@ -539,8 +539,10 @@ func TestDeviceSearchEndsByItsTimeLimit(t *testing.T) {
 	}
 	took := time.Since(began)
 	t.Logf("%v under a limit of %v: step %.4g s, %d sets weighed", took, limit, pl.Cost.StepSeconds, len(pl.Solver.DeviceSets))
-	// The plan's lowering and simulation come after the search.
-	if took > limit+limit/10 {
+	// The last set's plan lowered and simulated against its baselines
+	// after the search: 0.1–0.4 s on an idle machine, and the margin for a
+	// busy one, below the quarter (and grace) the search used to take.
+	if took > limit+limit/5 {
 		t.Errorf("the device search took %v under a time limit of %v", took, limit)
 	}
 }

@@ -209,8 +209,9 @@ func TestPlanSearchesTheOrderWithinTheTimeLimit(t *testing.T) {
 		t.Fatalf("plan --search-order --time-limit: %d %s %s", code, errs, out)
 	}
 	t.Logf("%v under a limit of %v: %s", took, limit, strings.TrimSpace(out))
-	// The slack: the model built before the clock starts, the plan simulated and written after.
-	if took > limit+time.Second {
+	// The slack: the model built before the clock starts, the plan simulated and written after
+	// (0.1 s on an idle machine; without a limit of its own the order search ran 35 s more).
+	if took > limit+limit/2 {
 		t.Errorf("plan --search-order --time-limit %v took %v", limit, took)
 	}
 	pl, err := plan.Read(f)
