@@ -297,8 +297,9 @@ func (s *clpSession) Solve(limit time.Duration) (*milp.Result, error) {
 		// alone before (clpwall.cc), so an idle machine sees no change.
 		deadline := t0.Add(limit)
 		res, err = s.phaseWithin(limit/2, limit, clpInitial)
-		if left := time.Until(deadline); err == nil && res.StoppedBy == milp.LimitTime && left > 0 {
+		if err == nil && res.StoppedBy == milp.LimitTime && time.Now().Before(deadline) {
 			if err = s.load(); err == nil {
+				// What is left once the model is loaded again.
 				res, err = s.phase(max(time.Until(deadline), time.Millisecond), clpAsLoaded)
 			}
 		}
