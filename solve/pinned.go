@@ -61,24 +61,7 @@ func programFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 // the lengths. With settle, a node-limited solve that stops with a gap
 // over lengthsGap is followed by moreLengthNodes.
 func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice, opt milp.Options, settle bool) (*encode.Choice, float64, error) {
-	model := withOwnBounds(base)
-	e.Fix(model, vars, ch)
-	for s, cols := range vars.LengthColumns() {
-		for _, c := range cols {
-			model.Cols[c].Lower, model.Cols[c].Upper = 0, float64(e.Segs[s].Units)
-		}
-	}
-	for _, c := range vars.MethodColumns() {
-		model.Cols[c].Lower, model.Cols[c].Upper = 0, 1
-	}
-	// The groups' ceilings relaxed: this solve prices a group at its even
-	// share, and Evaluate, which the caller compares by, prices the
-	// remainder. Integer, the ceilings took the ten nodes' branching: on
-	// vgg19 paper-29 Polish ended at a plan 6.5% slower (0.184 s against
-	// 0.1727 s).
-	for _, c := range vars.CeilColumns() {
-		model.Cols[c].Integer = false
-	}
+	model := lengthsModel(e, base, vars, ch)
 	// ch's own lengths start the search, so that it ends no worse: with a
 	// node limit and no heuristics, branching alone often found no
 	// integer lengths at all (bert-base on paper-64 then kept zero3's plan,
@@ -115,6 +98,30 @@ func lengthsFor(ctx context.Context, e *encode.Encoding, base *milp.Model, vars 
 		return evaluate(e, out)
 	}
 	return sized, c, err
+}
+
+// lengthsModel is the lengths step's MILP: base with the program of ch
+// pinned, its lengths and collective methods free.
+func lengthsModel(e *encode.Encoding, base *milp.Model, vars *encode.MILPVars, ch *encode.Choice) *milp.Model {
+	model := withOwnBounds(base)
+	e.Fix(model, vars, ch)
+	for s, cols := range vars.LengthColumns() {
+		for _, c := range cols {
+			model.Cols[c].Lower, model.Cols[c].Upper = 0, float64(e.Segs[s].Units)
+		}
+	}
+	for _, c := range vars.MethodColumns() {
+		model.Cols[c].Lower, model.Cols[c].Upper = 0, 1
+	}
+	// The groups' ceilings relaxed: this solve prices a group at its even
+	// share, and Evaluate, which the caller compares by, prices the
+	// remainder. Integer, the ceilings took the ten nodes' branching: on
+	// vgg19 paper-29 Polish ended at a plan 6.5% slower (0.184 s against
+	// 0.1727 s).
+	for _, c := range vars.CeilColumns() {
+		model.Cols[c].Integer = false
+	}
+	return model
 }
 
 // lengthsNodes is the node budget of the lengths step's second solve

@@ -121,11 +121,29 @@ func programOpt(opt milp.Options) milp.Options {
 // tolerance, which the big-M rows cannot have; BenchmarkLengthsStep).
 // Elsewhere the same plans in about the same time (the paper suite's
 // lengths solves: 149 → 65 s, 73 → 65 s less that one; modern and scaling
-// within noise).
+// within noise). And the search stops once its start is within
+// lengthsRelGap of its bound.
 func lengthsOpt(opt milp.Options) milp.Options {
 	opt.NoPerturbation = true
+	opt.RelGap = max(opt.RelGap, lengthsRelGap)
 	return opt
 }
+
+// lengthsRelGap is the relative gap at which the lengths step's search
+// stops: its incumbent (from the start, ch's own lengths) proven within
+// this fraction of the best lengths for the pinned program. Most lengths
+// steps after Polish's first find nothing: the local search's move already
+// left the lengths near their best, and the solve's ten nodes then only
+// chase what its objective, pricing each device group at its even share
+// (lengthsFor), counts below what Evaluate charges for the same lengths.
+// BERT-Base on paper-64 at 2048: three of its four lengths steps started
+// 0.074% above their root's bound and spent 1.4–1.8 s each on nodes that
+// reached a point the solve priced 0.073% lower and Evaluate no lower than
+// the start; stopped at the root, Polish took 5.3–5.7 s rather than 6.3–8.7 s
+// (the same plan bytes). Over the paper, modern and scaling suites two
+// plans moved, by at most 0.014% (VGG19 on paper-16 and -64). It is a
+// gap, not a clock, so the plan stays the same on any machine.
+const lengthsRelGap = 1e-3
 
 // programPumpPasses bounds the feasibility pump of the program step.
 const programPumpPasses = 10
