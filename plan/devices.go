@@ -344,9 +344,17 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 				if ahead.usable(i, best.Cost.StepSeconds) {
 					// Screened beside the last set's screen or search,
 					// against the plan to beat now: what screening it now
-					// would give.
-					q.lp, q.lpOK, paperSide, err = ahead.take()
-					opt.aheadTaken.add(ahead)
+					// would give. While it ends, the next set's screen
+					// starts on the core the last one left (BERT-MoE on
+					// paper-8 at 32: the P100s' 5 s LP waited for the whole
+					// cluster's 8.7 s one, started beside the two V100s'
+					// 3.7 s one, rather than run beside it).
+					taken := ahead
+					if opt.TimeLimit == 0 && !opt.screensInTurn {
+						ahead = screenAhead(ctx, screen, queue, i, opt, best.Cost.StepSeconds, in)
+					}
+					q.lp, q.lpOK, paperSide, err = taken.take()
+					opt.aheadTaken.add(taken)
 				} else {
 					if opt.TimeLimit == 0 && !opt.screensInTurn {
 						// Most screens rule their set out (48 of the

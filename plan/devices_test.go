@@ -334,13 +334,28 @@ func TestScreenBesideASearch(t *testing.T) {
 
 // TestScreenBesideAScreen: where a set's screen rules it out, the next
 // set's screen, started beside it against the same plan, is taken, and the
-// plan's bytes are those of screening in turn. mlp-tiny on paper-16: the
-// first set searched is one V100, and the screens of the sets after it
-// rule them out one by one (two taken from beside the one before).
+// plan's bytes are those of screening in turn; and while a screen taken so
+// ends, the screen after it starts, so that every screen of a run of them
+// but the first is taken from beside the one before (two screens always
+// running). mlp-tiny on paper-16: the first set searched is one V100, and
+// the screens of the five sets after it rule them out one by one: four
+// taken from beside the one before (two, when the screen after a taken
+// one started only once it was taken).
 func TestScreenBesideAScreen(t *testing.T) {
-	counts := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp-tiny", 0, "paper-16"))
-	if counts.besideScreen == 0 {
-		t.Fatalf("no screen was taken from beside a screen (%+v): the case no longer tests it", counts)
+	in := deviceSearchInputs(t, "mlp-tiny", 0, "paper-16")
+	counts := screensAheadAsInTurn(t, in)
+	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, DevicesTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	screened := 0
+	for _, s := range pl.Solver.DeviceSets {
+		if s.Outcome == DeviceSetTransportBound {
+			screened++
+		}
+	}
+	if screened < 3 || counts.besideSearch != 0 || counts.besideScreen != screened-1 {
+		t.Fatalf("%d sets ruled out by their screens, %+v taken from beside another; want every screen but the first from beside the one before", screened, counts)
 	}
 }
 
