@@ -140,9 +140,9 @@ func lengthsOpt(opt milp.Options) milp.Options {
 // 0.074% above their root's bound and spent 1.4–1.8 s each on nodes that
 // reached a point the solve priced 0.073% lower and Evaluate no lower than
 // the start; stopped at the root, Polish took 5.3–5.7 s rather than 6.3–8.7 s
-// (the same plan bytes). Over the paper, modern and scaling suites two
-// plans moved, by at most 0.014% (VGG19 on paper-16 and -64). It is a
-// gap, not a clock, so the plan stays the same on any machine.
+// (the same plan bytes). Over the four suites two plans moved, by at most
+// 0.014% (VGG19 on paper-16 and -64). It is a gap, not a clock, so the
+// plan stays the same on any machine.
 const lengthsRelGap = 1e-3
 
 // programPumpPasses bounds the feasibility pump of the program step.
