@@ -540,10 +540,11 @@ func (a *screenedAhead) take() (solve.LPBound, bool, *sidePaper, error) {
 }
 
 // paperWanted reports whether q's search would run the paper's search
-// itself: every set's but the whole cluster's (in's) when the caller
-// already gave its program (SynthOptions.Paper).
+// itself: every set's of several devices (paperSearches) but the whole
+// cluster's (in's) when the caller already gave its program
+// (SynthOptions.Paper).
 func paperWanted(q *screenedSet, in *Inputs, opt SynthOptions) bool {
-	return q.in != in || opt.Paper == nil
+	return paperSearches(q.in) && (q.in != in || opt.Paper == nil)
 }
 
 // stop cancels what is left of a and waits for it.

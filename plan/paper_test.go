@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +101,41 @@ func TestPaperBeamAfterACapKeepsThePlan(t *testing.T) {
 	}
 	if short.Expansions >= every.Expansions {
 		t.Errorf("the shortcut expanded %d states, searching every time %d", short.Expansions, every.Expansions)
+	}
+}
+
+// TestNoPaperSearchOnOneDevice: Synthesize on one device does not run the
+// paper's search (paperSearches), and its plan is the one the paper's
+// program, given as a start and baseline, would have given: the same
+// bytes.
+func TestNoPaperSearchOnOneDevice(t *testing.T) {
+	for _, model := range []string{"bert-base-tiny", "vit-tiny", "vgg19-tiny"} {
+		t.Run(model, func(t *testing.T) {
+			in, err := deviceSearchInputs(t, model, 0, "paper-8").OnDevices([]int{0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var progress strings.Builder
+			pl, err := Synthesize(context.Background(), in, SynthOptions{Progress: &progress})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(progress.String(), "paper's search") {
+				t.Errorf("the paper's search ran on one device:\n%s", progress.String())
+			}
+			prog, err := PaperSearch(context.Background(), in, paperSafety)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withPaper, err := Synthesize(context.Background(), in, SynthOptions{Paper: prog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := pl.Encode()
+			b, _ := withPaper.Encode()
+			if !bytes.Equal(a, b) {
+				t.Errorf("the paper's program changes the one-device plan: %.6g s without it, %.6g s with it", pl.Cost.StepSeconds, withPaper.Cost.StepSeconds)
+			}
+		})
 	}
 }

@@ -199,7 +199,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	hand := maps.Clone(baselines) // baselines gains the paper's below
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, hand, paperFound, simulated) }()
 	solveLimit := limit
-	if opt.Paper == nil {
+	if opt.Paper == nil && paperSearches(in) {
 		say("running the paper's search")
 		start := time.Now()
 		paperLimit := PaperSafetyLimit // its work bounds stop it well before
