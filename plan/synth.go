@@ -184,7 +184,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	// The paper's search is a candidate too (it ignores memory, so its
 	// plan only competes when it fits), and a start when the encoding can
 	// express it: the synthesizer is never slower than the algorithm it
-	// improves on.
+	// improves on. (Not on one device, where it has nothing to decide:
+	// paperSearches.)
 	// The baselines the planner cannot price are simulated whatever the
 	// solver finds: simulate them meanwhile, on the core the paper's
 	// search (single-threaded) leaves, then beside the solver (2 s of 10
