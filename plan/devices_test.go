@@ -326,7 +326,7 @@ func TestDeviceSearch(t *testing.T) {
 // faster plan. On mlp at batch 16384 on paper-16 it does, and the plan's
 // bytes are those of screening each set in turn.
 func TestScreenBesideASearch(t *testing.T) {
-	counts := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp", 16384, "paper-16"))
+	counts, _ := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp", 16384, "paper-16"))
 	if counts.besideSearch == 0 {
 		t.Fatalf("no screen was taken from beside a search (%+v): the case no longer tests it", counts)
 	}
@@ -342,12 +342,7 @@ func TestScreenBesideASearch(t *testing.T) {
 // taken from beside the one before (two, when the screen after a taken
 // one started only once it was taken).
 func TestScreenBesideAScreen(t *testing.T) {
-	in := deviceSearchInputs(t, "mlp-tiny", 0, "paper-16")
-	counts := screensAheadAsInTurn(t, in)
-	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{}, DevicesTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	counts, pl := screensAheadAsInTurn(t, deviceSearchInputs(t, "mlp-tiny", 0, "paper-16"))
 	screened := 0
 	for _, s := range pl.Solver.DeviceSets {
 		if s.Outcome == DeviceSetTransportBound {
@@ -361,8 +356,9 @@ func TestScreenBesideAScreen(t *testing.T) {
 
 // screensAheadAsInTurn runs the device search on in with its screens
 // ahead and with every set screened in turn, checks that the two plans'
-// bytes are the same, and returns the screens taken from ahead.
-func screensAheadAsInTurn(t *testing.T, in *Inputs) aheadCounts {
+// bytes are the same, and returns the screens taken from ahead and the
+// plan.
+func screensAheadAsInTurn(t *testing.T, in *Inputs) (aheadCounts, *Plan) {
 	t.Helper()
 	var counts aheadCounts
 	pl, err := SynthesizeOnDevices(context.Background(), in, SynthOptions{aheadTaken: &counts}, DevicesTypes)
@@ -378,7 +374,7 @@ func screensAheadAsInTurn(t *testing.T, in *Inputs) aheadCounts {
 	if !bytes.Equal(a, b) {
 		t.Errorf("screening ahead (%+v taken) and in turn gave different plan bytes", counts)
 	}
-	return counts
+	return counts, pl
 }
 
 // update rewrites the golden files under testdata/.
