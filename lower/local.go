@@ -3,9 +3,7 @@ package lower
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/maphash"
 	"runtime"
-	"slices"
 	"sync"
 
 	"hap/encode"
@@ -69,75 +67,37 @@ func TrainSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, 
 }
 
 // CostSteps is TrainSteps for pricing: each device's training step, or
-// one that costs the same. Devices whose local programs differ only in
-// where their pieces sit (attrsAlike: a collective's rank, a pad's start,
-// a dropout's or embedding's offset) share one step, derived once
-// for the lowest of them: autodiff copies those attributes and never
-// branches on them, and the cost model reads shapes, kinds, groups and
-// pieces' sizes, never positions, so every device's instructions, costs
-// and memory are its own (TestCostStepsScheduleAsTrainSteps). A program
-// whose pieces are even has one such class, and an uneven one a class per
-// distinct set of piece lengths: bert-base's dp-cp on paper-64, 3 for 64
-// devices, each step's autodiff the larger part of lowering it. The steps
-// are for the simulator; executing or verifying a program needs each
-// device's own (TrainSteps).
+// one that costs the same. In a program without a mesh, a device's local
+// program depends on which device it is only through its piece of each
+// segment (Program.Piece: a dimension cut along a segment is the device's
+// length of it) and through where its pieces sit among the others' (a
+// collective's rank, a pad's start, a dropout's or embedding's offset),
+// which the cost model never reads: autodiff copies those attributes and
+// never branches on them. So devices that hold the same length of every
+// segment share one step, lowered and derived once, for the lowest of
+// them (pieceClasses), and the others are not lowered at all: a program
+// whose pieces are even has one step, an uneven one a step per distinct
+// set of lengths (bert-base's dp-cp on paper-64: 3 for 64 devices). In a
+// mesh program each device's collectives name its own groups, so each
+// has its own step. TestCostStepsScheduleAsTrainSteps holds every
+// device's schedule to the one its own step gives, on hand-written and
+// random uneven programs. The steps are for the simulator; executing or
+// verifying a program needs each device's own (TrainSteps).
 func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
 	if err := encode.Check(g, p); err != nil {
 		return nil, err
 	}
-	n := p.NumDevices()
-	locals := make([]*ir.Graph, n)
-	hashes := make([]uint64, n)
-	seed := maphash.MakeSeed()
-	if err := eachDevice(n, func(r int) error {
-		loc, err := buildLocal(g, p, r)
-		if err == nil {
-			locals[r], hashes[r] = loc.Graph, shapesHash(seed, loc.Graph)
-		}
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	// class[r] is the lowest device whose local program is alike r's: the
-	// first of r's hash, compared on the workers; where that is not alike
-	// (another program of the same shapes), a later one.
-	class := make([]int, n)
-	first := map[uint64]int{}
-	for r, h := range hashes {
-		if _, ok := first[h]; !ok {
-			first[h] = r
-		}
-		class[r] = first[h]
-	}
-	_ = eachDevice(n, func(r int) error { // never fails
-		if c := class[r]; c != r && !alikeButPositions(locals[c], locals[r]) {
-			class[r] = -1
-		}
-		return nil
-	})
-	leaders := map[uint64][]int{} // of classes not first of their hash
-	for r := range class {
-		if class[r] >= 0 {
-			continue
-		}
-		class[r] = r
-		for _, c := range leaders[hashes[r]] {
-			if alikeButPositions(locals[c], locals[r]) {
-				class[r] = c
-				break
-			}
-		}
-		if class[r] == r {
-			leaders[hashes[r]] = append(leaders[hashes[r]], r)
-		}
-	}
-	steps := make([]*ir.Graph, n)
-	if err := eachDevice(n, func(r int) error {
+	class := pieceClasses(p)
+	steps := make([]*ir.Graph, len(class))
+	if err := eachDevice(len(class), func(r int) error {
 		if class[r] != r {
 			return nil
 		}
-		var err error
-		if steps[r], err = ir.BuildTrainStep(locals[r], opt); err != nil {
+		loc, err := buildLocal(g, p, r)
+		if err != nil {
+			return err
+		}
+		if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
 			return fmt.Errorf("device %d: %w", r, err)
 		}
 		return nil
@@ -148,6 +108,30 @@ func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, e
 		steps[r] = steps[c]
 	}
 	return steps, nil
+}
+
+// pieceClasses maps each device of p to the lowest device that holds the
+// same length of every segment (CostSteps); in a mesh program, to itself.
+func pieceClasses(p *encode.Program) []int {
+	class := make([]int, p.NumDevices())
+	first := map[string]int{}
+	key := make([]byte, 0, binary.MaxVarintLen64*len(p.Segments))
+	for r := range class {
+		class[r] = r
+		if p.Mesh != nil {
+			continue
+		}
+		key = key[:0]
+		for _, s := range p.Segments {
+			key = binary.AppendUvarint(key, uint64(s.Lengths[r]))
+		}
+		if c, ok := first[string(key)]; ok {
+			class[r] = c
+		} else {
+			first[string(key)] = r
+		}
+	}
+	return class
 }
 
 // eachDevice runs f for devices 0..n-1, one worker per CPU, and returns
@@ -176,71 +160,6 @@ func eachDevice(n int, f func(r int) error) error {
 		}
 	}
 	return nil
-}
-
-// shapesHash hashes g's tensors' shapes: local programs alike but for
-// their pieces' positions hash the same.
-func shapesHash(seed maphash.Seed, g *ir.Graph) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	var buf [8]byte
-	for i := range g.Tensors {
-		for _, d := range g.Tensors[i].Shape {
-			binary.LittleEndian.PutUint64(buf[:], uint64(d))
-			h.Write(buf[:])
-		}
-		h.WriteByte(0xff)
-	}
-	return h.Sum64()
-}
-
-// alikeButPositions reports whether local programs a and b are the same
-// but for their pieces' positions and their graphs' names: the same
-// tensors and the same ops with the same attributes but for those
-// attrsAlike leaves out. (Compared field by field, as reflect.DeepEqual
-// would at several times the cost; TestAlikeComparesEveryField fails when
-// a field these do not compare is added to ir.Graph, ir.Tensor, ir.Op or
-// ir.Attrs.)
-func alikeButPositions(a, b *ir.Graph) bool {
-	if len(a.Ops) != len(b.Ops) || len(a.Tensors) != len(b.Tensors) || a.Loss != b.Loss || a.Train != nil || b.Train != nil {
-		return false
-	}
-	for i := range a.Tensors {
-		if !tensorsAlike(&a.Tensors[i], &b.Tensors[i]) {
-			return false
-		}
-	}
-	for i := range a.Ops {
-		if !opsAlike(&a.Ops[i], &b.Ops[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func tensorsAlike(x, y *ir.Tensor) bool {
-	return x.ID == y.ID && x.Name == y.Name && x.Shape.Equal(y.Shape) && x.DType == y.DType && x.Kind == y.Kind &&
-		x.Producer == y.Producer && x.NoGrad == y.NoGrad && x.Init == y.Init
-}
-
-func opsAlike(x, y *ir.Op) bool {
-	return x.ID == y.ID && x.Name == y.Name && x.Kind == y.Kind && slices.Equal(x.Inputs, y.Inputs) &&
-		slices.Equal(x.Outputs, y.Outputs) && attrsAlike(&x.Attrs, &y.Attrs) && x.Phase == y.Phase && x.GradOf == y.GradOf
-}
-
-// attrsAlike compares every attribute but where a device's piece sits
-// among the others', which lowering sets and no cost reads: a collective's
-// rank in its group (its piece's size is in Sizes, and in its tensors'
-// shapes), a pad's start (a grouped gather's), a dropout's or
-// vocabulary-sharded embedding's offset.
-func attrsAlike(a, b *ir.Attrs) bool {
-	return a.Axis == b.Axis && slices.Equal(a.Axes, b.Axes) && slices.Equal(a.Perm, b.Perm) && slices.Equal(a.Shape, b.Shape) &&
-		slices.Equal(a.Sizes, b.Sizes) && a.End == b.End && a.TransA == b.TransA && a.TransB == b.TransB &&
-		a.Kernel == b.Kernel && a.Stride == b.Stride && a.Pad == b.Pad && a.Rate == b.Rate && a.Seed == b.Seed &&
-		a.Eps == b.Eps && a.Causal == b.Causal && a.Scale == b.Scale && a.Capacity == b.Capacity &&
-		a.Equation == b.Equation && a.LR == b.LR && slices.Equal(a.Betas, b.Betas) && a.Partial == b.Partial &&
-		slices.Equal(a.Group, b.Group) && slices.Equal(a.Split, b.Split) && a.Method == b.Method
-	// Not Start, Offset or Rank: the piece's position.
 }
 
 // buildLocal is BuildLocal of a program already checked against g.

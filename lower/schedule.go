@@ -2,6 +2,7 @@ package lower
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"hap/cost"
@@ -41,7 +42,17 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 	}
 	ids := map[string]int{} // "group#n" → collective ID
 	p := &Program{Devices: make([]DeviceProgram, n)}
+	// groupless[g] is the first device scheduled with step g when no op of
+	// g names a group: another device with the same step (CostSteps shares
+	// one among devices alike) gets the same instructions, since every
+	// collective runs over every device and takes the same ID.
+	groupless := map[*ir.Graph]int{}
 	for d, g := range steps {
+		if e, ok := groupless[g]; ok {
+			p.Devices[d] = p.Devices[e].clone()
+			continue
+		}
+		grouped := false
 		seq := map[string]int{} // group → collectives of it so far on d
 		dp := &p.Devices[d]
 		last := make([]int, len(g.Tensors))
@@ -70,7 +81,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 			if kind, ok := collectiveKinds[op.Kind]; ok {
 				group := all
 				if len(op.Attrs.Group) > 0 {
-					group = op.Attrs.Group
+					group, grouped = op.Attrs.Group, true
 				}
 				key := groupKey(group)
 				nth := key + "#" + strconv.Itoa(seq[key])
@@ -102,6 +113,9 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 			}
 			instr[i] = dp.Append(in)
 		}
+		if !grouped {
+			groupless[g] = d
+		}
 	}
 	siblings := map[string]map[string]bool{} // op name → groups running it
 	for d := range p.Devices {
@@ -122,6 +136,20 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 		}
 	}
 	return p, p.Validate()
+}
+
+// clone is a copy of d that shares nothing Schedule sets later (each
+// collective's Sharing); kernels, dependencies and counts are shared,
+// being read only.
+func (d *DeviceProgram) clone() DeviceProgram {
+	c := DeviceProgram{Resident: d.Resident, Instrs: slices.Clone(d.Instrs), CommOrder: slices.Clone(d.CommOrder)}
+	for i := range c.Instrs {
+		if cm := c.Instrs[i].Comm; cm != nil {
+			cp := *cm
+			c.Instrs[i].Comm = &cp
+		}
+	}
+	return c
 }
 
 func bytesOf(t *ir.Tensor) int64 { return int64(t.Shape.Numel() * t.DType.Size()) }
