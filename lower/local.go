@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"hap/encode"
@@ -67,32 +68,31 @@ func TrainSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, 
 }
 
 // CostSteps is TrainSteps for pricing: each device's training step, or
-// one that costs the same. In a program without a mesh, a device's local
-// program depends on which device it is only through its piece of each
-// segment (Program.Piece: a dimension cut along a segment is the device's
-// length of it) and through where its pieces sit among the others' (a
-// collective's rank, a pad's start, a dropout's or embedding's offset),
-// which the cost model never reads: autodiff copies those attributes and
-// never branches on them. So devices that hold the same length of every
-// segment share one step, lowered and derived once, for the lowest of
-// them (pieceClasses), and the others are not lowered at all: a program
-// whose pieces are even has one step, an uneven one a step per distinct
-// set of lengths (bert-base's dp-cp on paper-64: 3 for 64 devices). In a
-// mesh program each device's collectives name its own groups, so each
-// has its own step. TestCostStepsScheduleAsTrainSteps holds every
-// device's schedule to the one its own step gives, on hand-written and
-// random uneven programs. The steps are for the simulator; executing or
-// verifying a program needs each device's own (TrainSteps).
+// one that costs the same. A device's local program depends on which
+// device it is only through its piece of each segment (Program.Piece: a
+// dimension cut along a segment is the device's length of it, and in a
+// mesh program its replica's lengths are its collectives' pieces), the
+// groups its collectives name (a mesh program's), and where its pieces
+// sit among the others' (a collective's rank, a pad's start, a dropout's
+// or embedding's offset), which the cost model never reads; autodiff
+// copies those attributes and never branches on them. So devices that
+// hold the same pieces (pieceClasses) share one step, lowered and derived
+// once, for the lowest of them, and the others are not lowered at all: in
+// a program without a mesh the very same step (an even program has one,
+// an uneven one a step per distinct set of lengths: bert-base's dp-cp on
+// paper-64, 3 for 64 devices); in a mesh program a copy naming the
+// device's own groups (regroup: megatron on paper-64, 2 steps derived for
+// 64 devices). TestCostStepsScheduleAsTrainSteps holds every device's
+// schedule to the one its own step gives, on hand-written (meshes among
+// them) and random uneven programs. The steps are for the simulator;
+// executing or verifying a program needs each device's own (TrainSteps).
 func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
 	if err := encode.Check(g, p); err != nil {
 		return nil, err
 	}
 	class := pieceClasses(p)
 	steps := make([]*ir.Graph, len(class))
-	if err := eachDevice(len(class), func(r int) error {
-		if class[r] != r {
-			return nil
-		}
+	own := func(r int) error {
 		loc, err := buildLocal(g, p, r)
 		if err != nil {
 			return err
@@ -101,37 +101,95 @@ func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, e
 			return fmt.Errorf("device %d: %w", r, err)
 		}
 		return nil
+	}
+	if err := eachDevice(len(class), func(r int) error {
+		if class[r] != r {
+			return nil
+		}
+		return own(r)
 	}); err != nil {
 		return nil, err
 	}
-	for r, c := range class {
-		steps[r] = steps[c]
-	}
-	return steps, nil
+	return steps, eachDevice(len(class), func(r int) error {
+		c := class[r]
+		switch {
+		case c == r:
+			return nil
+		case p.Mesh == nil:
+			steps[r] = steps[c]
+			return nil
+		}
+		if steps[r] = regroup(steps[c], p, c, r); steps[r] == nil {
+			return own(r)
+		}
+		return nil
+	})
 }
 
 // pieceClasses maps each device of p to the lowest device that holds the
-// same length of every segment (CostSteps); in a mesh program, to itself.
+// same piece of every segment (CostSteps): of a mesh program, in a
+// replica whose pieces among its ranks are the same, too.
 func pieceClasses(p *encode.Program) []int {
 	class := make([]int, p.NumDevices())
 	first := map[string]int{}
-	key := make([]byte, 0, binary.MaxVarintLen64*len(p.Segments))
-	for r := range class {
-		class[r] = r
-		if p.Mesh != nil {
-			continue
-		}
+	var key []byte
+	for d := range class {
 		key = key[:0]
+		ri, k := p.Coord(d)
+		if p.Mesh != nil {
+			for _, s := range p.Mesh.Segments {
+				key = binary.AppendUvarint(key, uint64(s.Lengths[ri]))
+			}
+		}
 		for _, s := range p.Segments {
-			key = binary.AppendUvarint(key, uint64(s.Lengths[r]))
+			if s.Within == nil {
+				key = binary.AppendUvarint(key, uint64(s.Lengths[k]))
+				continue
+			}
+			// Nested in a mesh segment: the replica's row of lengths,
+			// which its collectives among ranks carry, and the device's.
+			row := s.Lengths[ri*p.Devices : (ri+1)*p.Devices]
+			for _, l := range row {
+				key = binary.AppendUvarint(key, uint64(l))
+			}
+			key = binary.AppendUvarint(key, uint64(row[k]))
 		}
 		if c, ok := first[string(key)]; ok {
-			class[r] = c
+			class[d] = c
 		} else {
-			first[string(key)] = r
+			class[d], first[string(key)] = d, d
 		}
 	}
 	return class
+}
+
+// regroup is mesh program p's step for device d made from step, device
+// c's, where they hold the same pieces: a copy whose ops name d's groups
+// where they name c's. nil when c's two groups are one, so that which of
+// d's an op means is not known.
+func regroup(step *ir.Graph, p *encode.Program, c, d int) *ir.Graph {
+	to := map[string][]int{}
+	for _, axis := range []encode.Axis{encode.AxisRanks, encode.AxisReplicas} {
+		from, onto := groupKey(p.Group(axis, c)), p.Group(axis, d)
+		if prev, ok := to[from]; ok && !slices.Equal(prev, onto) {
+			return nil
+		}
+		to[from] = onto
+	}
+	out := *step
+	out.Ops = slices.Clone(step.Ops)
+	for i := range out.Ops {
+		a := &out.Ops[i].Attrs
+		if len(a.Group) == 0 {
+			continue
+		}
+		onto, ok := to[groupKey(a.Group)]
+		if !ok {
+			return nil
+		}
+		a.Group = onto
+	}
+	return &out
 }
 
 // eachDevice runs f for devices 0..n-1, one worker per CPU, and returns
