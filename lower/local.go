@@ -166,28 +166,26 @@ func pieceClasses(p *encode.Program) []int {
 // regroup is mesh program p's step for device d made from step, device
 // c's, where they hold the same pieces: a copy whose ops name d's groups
 // where they name c's. nil when c's two groups are one, so that which of
-// d's an op means is not known.
+// d's an op means is not known, or an op names another group.
 func regroup(step *ir.Graph, p *encode.Program, c, d int) *ir.Graph {
-	to := map[string][]int{}
-	for _, axis := range []encode.Axis{encode.AxisRanks, encode.AxisReplicas} {
-		from, onto := groupKey(p.Group(axis, c)), p.Group(axis, d)
-		if prev, ok := to[from]; ok && !slices.Equal(prev, onto) {
-			return nil
-		}
-		to[from] = onto
+	ranks, replicas := p.Group(encode.AxisRanks, c), p.Group(encode.AxisReplicas, c)
+	if slices.Equal(ranks, replicas) {
+		return nil
 	}
+	ranksOf, replicasOf := p.Group(encode.AxisRanks, d), p.Group(encode.AxisReplicas, d)
 	out := *step
 	out.Ops = slices.Clone(step.Ops)
 	for i := range out.Ops {
 		a := &out.Ops[i].Attrs
-		if len(a.Group) == 0 {
-			continue
-		}
-		onto, ok := to[groupKey(a.Group)]
-		if !ok {
+		switch {
+		case len(a.Group) == 0:
+		case slices.Equal(a.Group, ranks):
+			a.Group = ranksOf
+		case slices.Equal(a.Group, replicas):
+			a.Group = replicasOf
+		default:
 			return nil
 		}
-		a.Group = onto
 	}
 	return &out
 }

@@ -47,6 +47,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 	// one among devices alike) gets the same instructions, since every
 	// collective runs over every device and takes the same ID.
 	groupless := map[*ir.Graph]int{}
+	var keys groupKeys
 	for d, g := range steps {
 		if e, ok := groupless[g]; ok {
 			p.Devices[d] = p.Devices[e].clone()
@@ -55,6 +56,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 		grouped := false
 		seq := map[string]int{} // group → collectives of it so far on d
 		dp := &p.Devices[d]
+		dp.Instrs = make([]Instr, 0, len(g.Ops))
 		last := make([]int, len(g.Tensors))
 		for i := range last {
 			last[i] = -1
@@ -83,7 +85,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 				if len(op.Attrs.Group) > 0 {
 					group, grouped = op.Attrs.Group, true
 				}
-				key := groupKey(group)
+				key := keys.of(group)
 				nth := key + "#" + strconv.Itoa(seq[key])
 				seq[key]++
 				id, seen := ids[nth]
@@ -124,7 +126,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 				if siblings[in.Name] == nil {
 					siblings[in.Name] = map[string]bool{}
 				}
-				siblings[in.Name][groupKey(c.Group)] = true
+				siblings[in.Name][keys.of(c.Group)] = true
 			}
 		}
 	}
@@ -209,6 +211,21 @@ func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (
 		c.Method = cost.MethodPadded
 	}
 	return c, nil
+}
+
+// groupKeys names groups as groupKey does, remembering the last group
+// named: a device's collectives mostly run over the group of the one
+// before (every device, outside a mesh).
+type groupKeys struct {
+	last []int
+	key  string
+}
+
+func (k *groupKeys) of(g []int) string {
+	if k.key == "" || !slices.Equal(g, k.last) {
+		k.last, k.key = g, groupKey(g)
+	}
+	return k.key
 }
 
 // groupKey names a device group (fmt.Sprint's reflection made it a third

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"hap/cost"
@@ -351,8 +350,9 @@ type memChange struct {
 // At equal times frees come before allocations (a finished instruction's memory is available to one
 // starting at that instant); otherwise ties keep program order.
 func (r *Result) memoryChanges(d int) []memChange {
-	var ch []memChange
-	for _, e := range r.deviceEvents(d) {
+	events := r.deviceEvents(d)
+	ch := make([]memChange, 0, 2*len(events))
+	for _, e := range events {
 		in := &r.program.Devices[d].Instrs[e.Index]
 		if in.Alloc != 0 {
 			ch = append(ch, memChange{e.Start, in.Alloc})
@@ -361,11 +361,19 @@ func (r *Result) memoryChanges(d int) []memChange {
 			ch = append(ch, memChange{e.End, -in.Free})
 		}
 	}
-	sort.SliceStable(ch, func(a, b int) bool {
-		if ch[a].t != ch[b].t {
-			return ch[a].t < ch[b].t
+	// Frees before allocations at the same instant; otherwise in event
+	// order (stable).
+	slices.SortStableFunc(ch, func(a, b memChange) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
 		}
-		return ch[a].delta < 0 && ch[b].delta > 0
+		switch {
+		case a.delta < 0 && b.delta > 0:
+			return -1
+		case a.delta > 0 && b.delta < 0:
+			return 1
+		}
+		return 0
 	})
 	return ch
 }
