@@ -22,9 +22,10 @@ import (
 )
 
 func runExplain(e *env, args []string) error {
-	fs := flags(e, "explain", "PLAN [--ops] [--each-layer]")
+	fs := flags(e, "explain", "PLAN [--ops] [--each-layer] [--each-device]")
 	ops := fs.Bool("ops", false, "list every op's rule and layouts")
 	eachLayer := fs.Bool("each-layer", false, "list every collective on its own row, not one row for identical layers'")
+	eachDevice := fs.Bool("each-device", false, "list every device on its own row, not one row for consecutive devices whose figures are the same")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -39,10 +40,10 @@ func runExplain(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return explain(e.stdout, pl, in, p, *ops, *eachLayer)
+	return explain(e.stdout, pl, in, p, *ops, *eachLayer, *eachDevice)
 }
 
-func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps, eachLayer bool) error {
+func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps, eachLayer, eachDevice bool) error {
 	g := in.Graph
 	// The program is lowered (and a searched order checked) before
 	// anything is printed: a bad order is one error, not half a report.
@@ -196,7 +197,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	tw.Flush()
 	explainOrder(w, pl, ordered, orderBound)
 
-	fmt.Fprintf(w, "\nPer device:\n")
+	fmt.Fprintf(w, "\nPer device")
+	if !eachDevice && len(pl.Cost.PerDevice) > 1 {
+		fmt.Fprintf(w, " (consecutive devices with the same figures on one row; --each-device lists them one by one)")
+	}
+	fmt.Fprintf(w, ":\n")
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	unit, scale := sim.TimeUnit(pl.Cost.StepSeconds)
 	mem, perByte := "MB", 1e-6 // a tiny model's 4.62e-05 GB reads 0.0462 MB
@@ -206,9 +211,16 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		}
 	}
 	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
+	var devRows []deviceRow
 	for _, d := range pl.Cost.PerDevice {
-		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f\t\n", clusterDevice(d.Device), d.Type, d.Compute*scale, d.Comm*scale, d.Overlap*scale, d.Idle*scale,
-			float64(d.PeakMemory)*perByte, float64(d.Capacity)*perByte)
+		devRows = append(devRows, deviceRow{device: clusterDevice(d.Device), cells: fmt.Sprintf("%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f", d.Type, d.Compute*scale, d.Comm*scale,
+			d.Overlap*scale, d.Idle*scale, float64(d.PeakMemory)*perByte, float64(d.Capacity)*perByte)})
+	}
+	if !eachDevice {
+		devRows = mergeDeviceRows(devRows)
+	}
+	for _, r := range devRows {
+		fmt.Fprintf(tw, "%s\t%s\t\n", r.label(), r.cells)
 	}
 	tw.Flush()
 	res, err := plan.Simulate(in, p)
@@ -235,6 +247,40 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		explainBaselines(w, pl, &whole, fmt.Sprintf(" on all %d devices", in.Whole.NumDevices()), func(d int) int { return d })
 	}
 	return nil
+}
+
+// deviceRow is a row of explain's per-device table: devices first to
+// first+count-1 (numbered as the cluster does), with the same cells.
+type deviceRow struct {
+	device, count int
+	cells         string
+}
+
+func (r deviceRow) label() string {
+	if r.count <= 1 {
+		return strconv.Itoa(r.device)
+	}
+	return fmt.Sprintf("%d–%d ×%d", r.device, r.device+r.count-1, r.count)
+}
+
+// mergeDeviceRows puts consecutive devices (by number) whose figures print
+// the same on one row: on 64 GPUs of two types a plan's devices are mostly
+// a few groups holding the same shares, and 64 rows hide the one that
+// differs.
+func mergeDeviceRows(rows []deviceRow) []deviceRow {
+	var out []deviceRow
+	for _, r := range rows {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			if last.cells == r.cells && r.device == last.device+last.count {
+				last.count++
+				continue
+			}
+		}
+		r.count = 1
+		out = append(out, r)
+	}
+	return out
 }
 
 // explainBaselines compares the plan with dp-ev and dp-cp on in's devices

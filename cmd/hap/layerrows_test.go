@@ -152,3 +152,78 @@ func TestMergeLayerSources(t *testing.T) {
 		t.Errorf("costliest %q, want the three layers' weights", top)
 	}
 }
+
+// mergeDeviceRows joins only devices numbered one after another whose
+// figures print the same.
+func TestMergeDeviceRows(t *testing.T) {
+	in := []deviceRow{{device: 0, cells: "a"}, {device: 1, cells: "a"}, {device: 2, cells: "b"},
+		{device: 3, cells: "a"}, {device: 5, cells: "a"}, {device: 6, cells: "a"}, {device: 7, cells: "a"}}
+	var got []string
+	for _, r := range mergeDeviceRows(in) {
+		got = append(got, r.label()+"|"+r.cells)
+	}
+	want := []string{"0–1 ×2|a", "2|b", "3|a", "5–7 ×3|a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// explain puts consecutive devices with the same figures on one row and,
+// with --each-device, lists every one.
+func TestExplainMergesIdenticalDevices(t *testing.T) {
+	f := t.TempDir() + "/plan.json"
+	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	table := func(args ...string) []string {
+		t.Helper()
+		code, out, errs := runCLI(append([]string{"explain", f}, args...)...)
+		if code != 0 {
+			t.Fatalf("explain %v: %d %s", args, code, errs)
+		}
+		_, rest, _ := strings.Cut(out, "\nPer device")
+		rest, _, _ = strings.Cut(rest, "\nbottleneck")
+		return strings.Split(rest, "\n")[2:]
+	}
+	merged, each := table(), table("--each-device")
+	if len(each) != 8 {
+		t.Fatalf("--each-device lists %d rows for 8 devices:\n%s", len(each), strings.Join(each, "\n"))
+	}
+	if len(merged) >= len(each) {
+		t.Fatalf("explain did not merge dp-ev's identical devices:\n%s", strings.Join(merged, "\n"))
+	}
+	// Every device is accounted for, and its figures are those of its own
+	// row under --each-device.
+	byDevice := map[string]string{}
+	for _, r := range each {
+		f := strings.Fields(r)
+		byDevice[f[0]] = strings.Join(f[1:], " ")
+	}
+	count := 0
+	for _, r := range merged {
+		f := strings.Fields(r)
+		first, last, n := f[0], f[0], 1
+		figures := f[1:]
+		if lo, hi, ok := strings.Cut(f[0], "–"); ok {
+			var err error
+			if n, err = strconv.Atoi(strings.TrimPrefix(f[1], "×")); err != nil {
+				t.Fatalf("row %q: %v", r, err)
+			}
+			first, last, figures = lo, hi, f[2:]
+		}
+		a, _ := strconv.Atoi(first)
+		b, _ := strconv.Atoi(last)
+		if b-a+1 != n {
+			t.Errorf("row %q: devices %s to %s are not %d", r, first, last, n)
+		}
+		for d := a; d <= b; d++ {
+			if got := byDevice[strconv.Itoa(d)]; got != strings.Join(figures, " ") {
+				t.Errorf("device %d: merged row %q, its own %q", d, strings.Join(figures, " "), got)
+			}
+		}
+		count += n
+	}
+	if count != 8 {
+		t.Errorf("merged rows stand for %d devices, want 8:\n%s", count, strings.Join(merged, "\n"))
+	}
+}
