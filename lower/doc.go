@@ -10,9 +10,9 @@
 // collective pairs it reverses, as plans record it; issue.go merges each device's two streams into the
 // one queue a runtime issues (IssueOrders) and refuses an order that would hang. local.go lowers a plan's
 // program for one device (BuildLocal) and derives every device's training step: each its own for running
-// it (TrainSteps), or, for pricing it, one step shared by the devices alike but for where their pieces sit
-// (CostSteps: 3 steps for bert-base's dp-cp on 64 devices, a third of the time), which schedule.go turns
-// into the Program.
+// it (TrainSteps), or, for pricing it, one step derived per set of devices holding the same pieces, shared
+// as it is or, in a mesh program, copied to name each device's own groups (CostSteps: 3 steps for
+// bert-base's dp-cp on 64 devices, 2 for megatron's), which schedule.go turns into the Program.
 //
 // The lowering pass itself may import ir, the plan and cost; nothing in lower may import sim, a runtime
 // backend, solve or cmd.
