@@ -153,3 +153,29 @@ func BenchmarkLowerSteps(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSimulateBaselines lowers and simulates bert-base's hand-written
+// programs on paper-64 at the paper's batch (2048), as every set the
+// device search plans on does for the baselines the encoding cannot
+// price (megatron, megatron-cp, tp, zero3) and for its plan (dp-cp
+// stands for a 1-D uneven one).
+func BenchmarkSimulateBaselines(b *testing.B) {
+	in, err := LoadInputs("bert-base", models.Options{Batch: 2048}, "paper-64")
+	if err != nil {
+		b.Fatal(err)
+	}
+	byName, _ := handWritten(in)
+	for _, s := range []string{"megatron", "megatron-cp", "tp", "zero3", "dp-cp"} {
+		p, ok := byName[s]
+		if !ok {
+			b.Fatalf("no %s program for bert-base on paper-64", s)
+		}
+		b.Run(s, func(b *testing.B) {
+			for range b.N {
+				if _, err := Simulate(in, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
