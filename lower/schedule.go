@@ -44,8 +44,9 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 	p := &Program{Devices: make([]DeviceProgram, n)}
 	// groupless[g] is the first device scheduled with step g when no op of
 	// g names a group: another device with the same step (CostSteps shares
-	// one among devices alike) gets the same instructions, since every
-	// collective runs over every device and takes the same ID.
+	// one among the devices holding the same pieces) gets the same
+	// instructions, since every collective runs over every device and
+	// takes the same ID.
 	groupless := map[*ir.Graph]int{}
 	var keys groupKeys
 	for d, g := range steps {

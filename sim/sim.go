@@ -361,8 +361,6 @@ func (r *Result) memoryChanges(d int) []memChange {
 			ch = append(ch, memChange{e.End, -in.Free})
 		}
 	}
-	// Frees before allocations at the same instant; otherwise in event
-	// order (stable).
 	slices.SortStableFunc(ch, func(a, b memChange) int {
 		if c := cmp.Compare(a.t, b.t); c != 0 {
 			return c
