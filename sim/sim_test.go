@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -241,7 +243,7 @@ func TestTraceGoldenAndDeterministic(t *testing.T) {
 		if err := r.WriteTrace(&b); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.WriteSummary(&b); err != nil {
+		if err := r.WriteSummary(&b, false); err != nil {
 			t.Fatal(err)
 		}
 		outs[i] = b.Bytes()
@@ -277,6 +279,69 @@ func TestTraceGoldenAndDeterministic(t *testing.T) {
 	}
 	golden.Compare(t, "trace.golden.json", trace, *update)
 	golden.Compare(t, "summary.golden.txt", summary, *update)
+}
+
+// MergeDeviceRows joins only devices numbered one after another whose
+// cells are the same.
+func TestMergeDeviceRows(t *testing.T) {
+	in := []DeviceRow{{First: 0, Cells: "a"}, {First: 1, Cells: "a"}, {First: 2, Cells: "b"},
+		{First: 3, Cells: "a"}, {First: 5, Cells: "a"}, {First: 6, Cells: "a"}, {First: 7, Cells: "a"}}
+	var got []string
+	for _, r := range MergeDeviceRows(in) {
+		got = append(got, r.Label()+"|"+r.Cells)
+	}
+	want := []string{"0–1 ×2|a", "2|b", "3|a", "5–7 ×3|a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// WriteSummary with eachDevice lists every device, numbered, with the
+// figures the merged table gives its row.
+func TestWriteSummaryEachDevice(t *testing.T) {
+	r, err := Run(tracedProgram(), model(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged, each bytes.Buffer
+	if err := r.WriteSummary(&merged, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteSummary(&each, true); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(b *bytes.Buffer) []string { return strings.Split(strings.TrimSpace(b.String()), "\n")[2:] }
+	eachRows, mergedRows := rows(&each), rows(&merged)
+	if len(eachRows) != len(r.Devices) {
+		t.Fatalf("each device: %d rows for %d devices:\n%s", len(eachRows), len(r.Devices), each.String())
+	}
+	own := map[string]string{}
+	for i, row := range eachRows {
+		f := strings.Fields(row)
+		if f[0] != strconv.Itoa(i) {
+			t.Errorf("row %d names device %s", i, f[0])
+		}
+		own[f[0]] = strings.Join(f[1:], " ")
+	}
+	devices := 0
+	for _, row := range mergedRows {
+		f := strings.Fields(row)
+		first, last, figures := f[0], f[0], f[1:]
+		if lo, hi, ok := strings.Cut(f[0], "–"); ok {
+			first, last, figures = lo, hi, f[2:]
+		}
+		a, _ := strconv.Atoi(first)
+		b, _ := strconv.Atoi(last)
+		for d := a; d <= b; d++ {
+			if got := own[strconv.Itoa(d)]; got != strings.Join(figures, " ") {
+				t.Errorf("device %d: merged row %q, its own %q", d, strings.Join(figures, " "), got)
+			}
+			devices++
+		}
+	}
+	if devices != len(r.Devices) || len(mergedRows) >= len(eachRows) {
+		t.Errorf("%d merged rows stand for %d devices (of %d):\n%s", len(mergedRows), devices, len(r.Devices), merged.String())
+	}
 }
 
 // BenchmarkRunDataParallel: 64 devices (paper-64), 4000 instructions each, an all-reduce after every

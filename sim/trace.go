@@ -164,7 +164,9 @@ func fixed(v float64, decimals int) string {
 // TimeUnit's unit for the step (a tiny model's step in seconds reads
 // 0.000001), a nonzero time too small for the table as "<0.0001" (fixed);
 // memory is in GiB, or MiB when no device's peak reaches a GiB.
-func (r *Result) WriteSummary(w io.Writer) error {
+// Consecutive devices whose figures print the same share one row
+// (MergeDeviceRows) unless eachDevice.
+func (r *Result) WriteSummary(w io.Writer, eachDevice bool) error {
 	unit, scale := TimeUnit(r.StepSeconds)
 	digits := 6
 	if unit != "s" {
@@ -183,16 +185,60 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
+	rows := make([]DeviceRow, 0, len(r.Devices))
 	for _, s := range r.Devices {
 		flag := ""
 		if !s.Fits() {
 			flag = " over"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%.1f\t\n", s.Device, s.Type, fixed(s.Compute*scale, digits), fixed(s.Comm*scale, digits),
-			fixed(s.Overlap*scale, digits), fixed(s.Idle*scale, digits), fixed(float64(s.PeakMemory)/memScale, 3), flag, float64(s.Capacity)/memScale)
+		rows = append(rows, DeviceRow{First: s.Device, Cells: fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s%s\t%.1f", s.Type, fixed(s.Compute*scale, digits), fixed(s.Comm*scale, digits),
+			fixed(s.Overlap*scale, digits), fixed(s.Idle*scale, digits), fixed(float64(s.PeakMemory)/memScale, 3), flag, float64(s.Capacity)/memScale)})
+	}
+	if !eachDevice {
+		rows = MergeDeviceRows(rows)
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t\n", row.Label(), row.Cells)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing summary: %w", err)
 	}
 	return nil
+}
+
+// DeviceRow is a row of a per-device table: devices First to
+// First+Count−1, numbered one after another, with the same Cells (a
+// Count of 0 or 1 is one device).
+type DeviceRow struct {
+	First, Count int
+	Cells        string
+}
+
+// Label names the row's devices: "5", or "16–47 ×32".
+func (r DeviceRow) Label() string {
+	if r.Count <= 1 {
+		return strconv.Itoa(r.First)
+	}
+	return fmt.Sprintf("%d–%d ×%d", r.First, r.First+r.Count-1, r.Count)
+}
+
+// MergeDeviceRows puts consecutive devices (by number) whose cells are the
+// same on one row: on 64 GPUs of two types a plan's devices are mostly a
+// few groups holding the same shares, and 64 rows hide the one that
+// differs. Devices not numbered one after another stay apart, so every
+// row still names its devices exactly.
+func MergeDeviceRows(rows []DeviceRow) []DeviceRow {
+	var out []DeviceRow
+	for _, r := range rows {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			if last.Cells == r.Cells && r.First == last.First+last.Count {
+				last.Count++
+				continue
+			}
+		}
+		r.Count = 1
+		out = append(out, r)
+	}
+	return out
 }

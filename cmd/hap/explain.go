@@ -211,16 +211,16 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		}
 	}
 	fmt.Fprintf(tw, "device\ttype\tcompute %[1]s\tcomm %[1]s\toverlap %[1]s\tidle %[1]s\tpeak %[2]s\tcapacity %[2]s\t\n", unit, mem)
-	var devRows []deviceRow
+	var devRows []sim.DeviceRow
 	for _, d := range pl.Cost.PerDevice {
-		devRows = append(devRows, deviceRow{device: clusterDevice(d.Device), cells: fmt.Sprintf("%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f", d.Type, d.Compute*scale, d.Comm*scale,
+		devRows = append(devRows, sim.DeviceRow{First: clusterDevice(d.Device), Cells: fmt.Sprintf("%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.3f\t%.1f", d.Type, d.Compute*scale, d.Comm*scale,
 			d.Overlap*scale, d.Idle*scale, float64(d.PeakMemory)*perByte, float64(d.Capacity)*perByte)})
 	}
 	if !eachDevice {
-		devRows = mergeDeviceRows(devRows)
+		devRows = sim.MergeDeviceRows(devRows)
 	}
 	for _, r := range devRows {
-		fmt.Fprintf(tw, "%s\t%s\t\n", r.label(), r.cells)
+		fmt.Fprintf(tw, "%s\t%s\t\n", r.Label(), r.Cells)
 	}
 	tw.Flush()
 	res, err := plan.Simulate(in, p)
@@ -247,40 +247,6 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		explainBaselines(w, pl, &whole, fmt.Sprintf(" on all %d devices", in.Whole.NumDevices()), func(d int) int { return d })
 	}
 	return nil
-}
-
-// deviceRow is a row of explain's per-device table: devices first to
-// first+count-1 (numbered as the cluster does), with the same cells.
-type deviceRow struct {
-	device, count int
-	cells         string
-}
-
-func (r deviceRow) label() string {
-	if r.count <= 1 {
-		return strconv.Itoa(r.device)
-	}
-	return fmt.Sprintf("%d–%d ×%d", r.device, r.device+r.count-1, r.count)
-}
-
-// mergeDeviceRows puts consecutive devices (by number) whose figures print
-// the same on one row: on 64 GPUs of two types a plan's devices are mostly
-// a few groups holding the same shares, and 64 rows hide the one that
-// differs.
-func mergeDeviceRows(rows []deviceRow) []deviceRow {
-	var out []deviceRow
-	for _, r := range rows {
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			if last.cells == r.cells && r.device == last.device+last.count {
-				last.count++
-				continue
-			}
-		}
-		r.count = 1
-		out = append(out, r)
-	}
-	return out
 }
 
 // explainBaselines compares the plan with dp-ev and dp-cp on in's devices

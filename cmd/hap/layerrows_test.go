@@ -153,21 +153,6 @@ func TestMergeLayerSources(t *testing.T) {
 	}
 }
 
-// mergeDeviceRows joins only devices numbered one after another whose
-// figures print the same.
-func TestMergeDeviceRows(t *testing.T) {
-	in := []deviceRow{{device: 0, cells: "a"}, {device: 1, cells: "a"}, {device: 2, cells: "b"},
-		{device: 3, cells: "a"}, {device: 5, cells: "a"}, {device: 6, cells: "a"}, {device: 7, cells: "a"}}
-	var got []string
-	for _, r := range mergeDeviceRows(in) {
-		got = append(got, r.label()+"|"+r.cells)
-	}
-	want := []string{"0–1 ×2|a", "2|b", "3|a", "5–7 ×3|a"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
 // explain puts consecutive devices with the same figures on one row and,
 // with --each-device, lists every one.
 func TestExplainMergesIdenticalDevices(t *testing.T) {
@@ -225,5 +210,31 @@ func TestExplainMergesIdenticalDevices(t *testing.T) {
 	}
 	if count != 8 {
 		t.Errorf("merged rows stand for %d devices, want 8:\n%s", count, strings.Join(merged, "\n"))
+	}
+}
+
+// simulate merges devices as explain does (sim.WriteSummary, tested in
+// sim), and --each-device reaches it.
+func TestSimulateMergesIdenticalDevices(t *testing.T) {
+	f := t.TempDir() + "/plan.json"
+	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	rows := func(args ...string) int {
+		t.Helper()
+		code, out, errs := runCLI(append([]string{"simulate", f}, args...)...)
+		if code != 0 {
+			t.Fatalf("simulate %v: %d %s", args, code, errs)
+		}
+		n := 0
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "P100") || strings.Contains(l, "V100") {
+				n++
+			}
+		}
+		return n
+	}
+	if merged, each := rows(), rows("--each-device"); each != 8 || merged >= each {
+		t.Errorf("simulate: %d rows merged, %d with --each-device (want 8, and fewer merged)", merged, each)
 	}
 }

@@ -418,9 +418,10 @@ func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *encode.Program, limi
 const orderTimeShare = 4
 
 func runSimulate(e *env, args []string) error {
-	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json] [--search-order [--order-window N] [--order-budget N] [-o FILE]]")
+	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json] [--each-device] [--search-order [--order-window N] [--order-budget N] [-o FILE]]")
 	trace := fs.String("trace", "", "write a Chrome trace (open in Perfetto)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	eachDevice := fs.Bool("each-device", false, "list every device on its own row (by default consecutive devices with the same figures share one)")
 	var o orderFlags
 	o.register(fs, "and simulate (and trace) the best order found")
 	out := fs.StringP("output", "o", "", "with --search-order: write the plan with the order found to FILE")
@@ -489,8 +490,11 @@ func runSimulate(e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "the plan runs on %d of %s's %d devices: %s, numbered %s below and in the trace\n", len(u), pl.Cluster.Name, pl.Cluster.Devices, plan.DeviceList(u), numbered)
 	}
-	if err := res.WriteSummary(e.stdout); err != nil {
+	if err := res.WriteSummary(e.stdout, *eachDevice); err != nil {
 		return err
+	}
+	if !*eachDevice && len(res.Devices) > 1 {
+		fmt.Fprintln(e.stdout, "(consecutive devices with the same figures share a row; --each-device lists them one by one)")
 	}
 	if searched != nil {
 		fmt.Fprintln(e.stdout, describeOrder(searched, "the summary and trace above are of the searched order"))
