@@ -81,6 +81,31 @@ type Program struct {
 	CommDigest string
 }
 
+// SegmentsUsed reports, per segment of a 1-D program, whether some
+// layout of it (a leaf's, a rule's, a layout change's) is a Gather on
+// that segment. A segment no layout names still has lengths, which cut
+// nothing: the solver leaves them wherever its search ended, and a report
+// should not read them as a split.
+func (p *Program) SegmentsUsed() []bool {
+	used := make([]bool, len(p.Segments))
+	mark := func(ls ...Layout) {
+		for _, l := range ls {
+			if l.Kind == Gather && l.Seg >= 0 && l.Seg < len(used) {
+				used[l.Seg] = true
+			}
+		}
+	}
+	for _, lf := range p.Leaves {
+		mark(lf.Layout)
+	}
+	for _, in := range p.Instrs {
+		mark(in.Rule.In...)
+		mark(in.Rule.Out...)
+		mark(in.From, in.To)
+	}
+	return used
+}
+
 // InPlacement is the placement instruction i (a compute) reads its j-th
 // input in; OutPlacement the one its j-th output gets.
 func (p *Program) InPlacement(i, j int) Placement {

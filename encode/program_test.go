@@ -2,6 +2,7 @@ package encode_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,4 +190,22 @@ func TestCheckRejectsIntegerCollectives(t *testing.T) {
 		return
 	}
 	t.Fatal("dp-ev holds no integer leaf as Gather")
+}
+
+// SegmentsUsed finds a segment through any of the layouts that can name
+// it: a leaf's, a rule's input or output, a layout change's from or to.
+func TestSegmentsUsed(t *testing.T) {
+	segs := make([]encode.Segment, 6)
+	p := &encode.Program{Devices: 2, Segments: segs,
+		Leaves: []encode.LeafLayout{{Layout: encode.G(0, 0)}, {Layout: encode.I}},
+		Instrs: []encode.Instr{
+			{Kind: encode.Compute, Rule: encode.Rule{In: []encode.Layout{encode.G(1, 1)}, Out: []encode.Layout{encode.R}}},
+			{Kind: encode.Compute, Rule: encode.Rule{In: []encode.Layout{encode.I}, Out: []encode.Layout{encode.G(0, 2)}}},
+			{Kind: encode.Comm, From: encode.G(0, 3), To: encode.I},
+			{Kind: encode.Comm, From: encode.I, To: encode.G(1, 5)},
+		}}
+	want := []bool{true, true, true, true, false, true}
+	if got := p.SegmentsUsed(); !slices.Equal(got, want) {
+		t.Errorf("SegmentsUsed = %v, want %v", got, want)
+	}
 }

@@ -116,7 +116,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 		explainMesh(w, p, devs)
 	} else {
 		fmt.Fprintf(w, "\nRatios (units per device):\n")
-		for _, s := range pl.Ratios {
+		used := p.SegmentsUsed()
+		for i, s := range pl.Ratios {
+			if i < len(used) && !used[i] {
+				fmt.Fprintf(w, "  %-8s %6d units: not cut (no layout of this plan is a Gather on it)\n", s.Name, s.Units)
+				continue
+			}
 			fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, func(r int) string { return devs[r].Spec.Name }))
 		}
 	}

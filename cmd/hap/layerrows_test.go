@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -236,5 +238,46 @@ func TestSimulateMergesIdenticalDevices(t *testing.T) {
 	}
 	if merged, each := rows(), rows("--each-device"); each != 8 || merged >= each {
 		t.Errorf("simulate: %d rows merged, %d with --each-device (want 8, and fewer merged)", merged, each)
+	}
+}
+
+// explain prints a segment no layout of the plan cuts as not cut, rather
+// than as a split of its leftover lengths; the segments the plan cuts keep
+// their ratios.
+func TestExplainSaysWhichSegmentsAreNotCut(t *testing.T) {
+	dir := t.TempDir()
+	f := dir + "/plan.json"
+	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "-o", f); code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	// The same plan with one segment more, which nothing lays out on (a
+	// synthesized plan's heads or widths, when its program uses only the
+	// batch).
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["ratios"] = append(doc["ratios"].([]any), map[string]any{"name": "spare", "units": 5, "lengths": []int{2, 1, 1, 1, 0, 0, 0, 0}})
+	if data, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	spare := dir + "/spare.json"
+	if err := os.WriteFile(spare, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("explain", spare)
+	if code != 0 {
+		t.Fatalf("explain: %d %s", code, errs)
+	}
+	_, ratios, _ := strings.Cut(out, "Ratios (units per device):\n")
+	ratios, _, _ = strings.Cut(ratios, "\n\n")
+	lines := strings.Split(ratios, "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "batch") || strings.Contains(lines[0], "not cut") ||
+		!strings.Contains(lines[1], "spare") || !strings.Contains(lines[1], "not cut") {
+		t.Errorf("ratios:\n%s", ratios)
 	}
 }
