@@ -534,3 +534,49 @@ func TestPolishSolvesTakeTheTimeLeft(t *testing.T) {
 		t.Errorf("past the deadline: time limit %v, want 1ms (0 would mean none)", got)
 	}
 }
+
+// While the plan waits after Polish for the search beside it, Progress is
+// reminded what it waits for, and nothing more is said once Synthesize
+// returns; the plan is the one found without Progress.
+func TestProgressRemindsWhileWaiting(t *testing.T) {
+	g, e, progs, _ := tallOnAFastAndABigGPU(t, 1024)
+	const every = 20 * time.Millisecond
+	slow := slowSolver{delay: 20 * every} // the joint search, still running after Polish
+	quiet, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	progress := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}
+	told, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: progs, JointSolver: slow,
+		Progress: progress, remindEvery: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	said := len(lines)
+	reminded := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "still waiting for the joint search") {
+			reminded++
+		}
+	}
+	mu.Unlock()
+	if reminded == 0 {
+		t.Errorf("no reminder while the joint search ran %v after Polish:\n%s", slow.delay, strings.Join(lines, "\n"))
+	}
+	time.Sleep(5 * every)
+	mu.Lock()
+	if len(lines) != said {
+		t.Errorf("told after Synthesize returned: %q", lines[said:])
+	}
+	mu.Unlock()
+	if told.Objective != quiet.Objective || told.Estimate.Seconds != quiet.Estimate.Seconds || told.Bound != quiet.Bound {
+		t.Errorf("with Progress the plan is %g s (bound %g), without %g s (bound %g)", told.Estimate.Seconds, told.Bound, quiet.Estimate.Seconds, quiet.Bound)
+	}
+}

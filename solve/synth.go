@@ -84,6 +84,9 @@ type Options struct {
 	// again, unless it asks for another form: the memory rows (a start near
 	// the memory), branching (BoundLPs), or the other order (AnyOrderBound).
 	Bound *LPBound
+	// remindEvery is how often Progress is reminded of a wait after
+	// Polish (0: remindEvery's default); tests shorten it.
+	remindEvery time.Duration
 }
 
 // Result is a synthesized program and how it was found.
@@ -296,6 +299,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 		opt.say("polished the best start, %.4g s, to %.4g s in %.2fs", limit, seedCost, phases.Polish)
 		if waiting := opt.waitingFor(beside, bound); beside != nil && waiting != "" {
 			opt.say("waiting for %s, beside Polish since the start", waiting)
+			defer opt.remindWhileWaiting(beside, bound, polishEnd)()
 		}
 	}
 	var mo milp.Options
@@ -717,6 +721,49 @@ func (opt Options) waitingFor(beside *pendingJoint, bound *pendingBound) string 
 		left = append(left, "the bound's LP")
 	}
 	return strings.Join(left, " and ")
+}
+
+// remindEvery is how often a wait after Polish is told again on
+// Progress: BERT-MoE on paper-64 waits half a minute for the joint
+// search's ten nodes, and one line at its start left the terminal silent
+// long enough to look hung.
+const remindEvery = 10 * time.Second
+
+// remindWhileWaiting tells opt.Progress, every remindEvery, what of the
+// search beside Polish (waitingFor) the plan still waits for and how long
+// since Polish ended at polished, until nothing is left or the returned
+// stop is called. Stop returns once the reminder has ended, so that no
+// line follows the caller's own. Reminders change nothing in the search.
+func (opt Options) remindWhileWaiting(beside *pendingJoint, bound *pendingBound, polished time.Time) (stop func()) {
+	if opt.Progress == nil {
+		return func() {}
+	}
+	every := opt.remindEvery
+	if every <= 0 {
+		every = remindEvery
+	}
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				waiting := opt.waitingFor(beside, bound)
+				if waiting == "" {
+					return
+				}
+				opt.say("still waiting for %s, %.0fs after Polish", waiting, time.Since(polished).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-ended
+	}
 }
 
 // isDone reports whether done is closed, without waiting.
