@@ -2,7 +2,9 @@
 // cost model (cost.Model) as events on two streams per device — compute and communication — honouring
 // stream order, explicit dependencies and the synchronisation of collectives, and reports the step time,
 // each device's busy, idle and overlapped time and peak memory. It writes Chrome trace event JSON that
-// opens in Perfetto (ui.perfetto.dev) or chrome://tracing.
+// opens in Perfetto (ui.perfetto.dev) or chrome://tracing, and the per-device summary table
+// (WriteSummary), whose merging of consecutive devices with the same figures (MergeDeviceRows) hap
+// explain's table uses too.
 //
 // The simulation is deterministic: the same program and model give byte-identical results and traces.
 // It models no contention between concurrent collectives and no kernel launch overheads.

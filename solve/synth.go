@@ -85,7 +85,7 @@ type Options struct {
 	// the memory), branching (BoundLPs), or the other order (AnyOrderBound).
 	Bound *LPBound
 	// remindEvery is how often Progress is reminded of a wait after
-	// Polish (0: remindEvery's default); tests shorten it.
+	// Polish (0: defaultRemindEvery); tests shorten it.
 	remindEvery time.Duration
 }
 
@@ -723,13 +723,13 @@ func (opt Options) waitingFor(beside *pendingJoint, bound *pendingBound) string 
 	return strings.Join(left, " and ")
 }
 
-// remindEvery is how often a wait after Polish is told again on
+// defaultRemindEvery is how often a wait after Polish is told again on
 // Progress: BERT-MoE on paper-64 waits half a minute for the joint
 // search's ten nodes, and one line at its start left the terminal silent
 // long enough to look hung.
-const remindEvery = 10 * time.Second
+const defaultRemindEvery = 10 * time.Second
 
-// remindWhileWaiting tells opt.Progress, every remindEvery, what of the
+// remindWhileWaiting tells opt.Progress, every opt.remindEvery, what of the
 // search beside Polish (waitingFor) the plan still waits for and how long
 // since Polish ended at polished, until nothing is left or the returned
 // stop is called. Stop returns once the reminder has ended, so that no
@@ -740,7 +740,7 @@ func (opt Options) remindWhileWaiting(beside *pendingJoint, bound *pendingBound,
 	}
 	every := opt.remindEvery
 	if every <= 0 {
-		every = remindEvery
+		every = defaultRemindEvery
 	}
 	quit, ended := make(chan struct{}), make(chan struct{})
 	go func() {
