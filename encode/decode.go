@@ -104,15 +104,20 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 	return p, nil
 }
 
-// grouped reports the method chosen for making layout q of class tc.
+// grouped reports the method for making layout q of class tc: the one
+// pruning fixed (prune.go), else the choice's.
 func (e *Encoding) grouped(ch *Choice, tc int, q Layout) bool {
-	if ch.Grouped == nil || ch.Grouped[tc] == nil {
-		return false
-	}
 	for qi, l := range e.Layouts(tc) {
-		if l == q {
-			return ch.Grouped[tc][qi]
+		if l != q {
+			continue
 		}
+		switch e.methodOf(tc, qi) {
+		case methodPadded:
+			return false
+		case methodGrouped:
+			return true
+		}
+		return ch.Grouped != nil && ch.Grouped[tc] != nil && ch.Grouped[tc][qi]
 	}
 	return false
 }

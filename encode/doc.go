@@ -10,6 +10,9 @@
 // two-stream timeline the simulator runs) and the MILP over rules, layouts,
 // methods, all-to-alls and integer lengths (milp.go), and the same MILP
 // with transport rows (transport.go), whose LP relaxation is far tighter.
+// A collective whose one method never costs more than the other, whatever
+// the lengths, has it fixed when the encoding is built (prune.go), so no
+// search or MILP chooses it.
 // An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
 // gradients of an input several ops read, priced over the conversion tree

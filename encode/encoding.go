@@ -76,6 +76,10 @@ type Encoding struct {
 	// a2a prices an all-to-all over every device from the bytes each
 	// holds (cost.AllToAllTerms).
 	a2a cost.AllToAllTerms
+	// methods, per tensor class and layout index, is the collective
+	// method fixed by dominance (prune.go), methodFree where the search
+	// chooses; nil with NoPrune.
+	methods [][]methodFix
 }
 
 type collKey struct {
@@ -100,6 +104,9 @@ type EncodeOptions struct {
 	// set for this conversion; tests use it to keep the other collectives
 	// covered).
 	NoAllToAll bool
+	// NoPrune keeps dominated choices in the search (prune.go); the
+	// exhaustive tests enumerate without pruning to prove it exact.
+	NoPrune bool
 }
 
 // DefaultMemoryFraction leaves 10% of each device for workspace and
@@ -567,6 +574,9 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 			}
 		}
 	}
+	if !opt.NoPrune {
+		e.pruneMethods()
+	}
 	return e, nil
 }
 
@@ -714,7 +724,7 @@ func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm
 type Choice struct {
 	Rule    []int    // per op class: index into its Rules
 	Leaf    []int    // per tensor class: index into LeafLayouts (leaves only)
-	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls
+	Grouped [][]bool // per tensor class, per layout index: uneven collectives use grouped calls (ignored where the encoding fixed the method, prune.go)
 	// AllToAll, per tensor class (nil: none), makes the Gathers its
 	// consumers read from the Gather it is produced in by one all-to-all
 	// each rather than through Identity (an all-gather and free slices).
@@ -742,7 +752,8 @@ func (c *Choice) Clone() *Choice {
 
 // FlipMethod switches the method that makes layout qi (an index into
 // Layouts(ti)) of tensor class ti between padded and grouped, making room
-// in ch.Grouped as needed. Flipping twice restores ch.
+// in ch.Grouped as needed. Flipping twice restores ch. A method pruning
+// fixed (prune.go) ignores the flag: MethodApplies says so.
 func (e *Encoding) FlipMethod(ch *Choice, ti, qi int) {
 	if ch.Grouped == nil {
 		ch.Grouped = make([][]bool, len(e.Tensors))

@@ -9,9 +9,12 @@ package encode
 // does: layout qi of tensor class ti is made, under ch, by a collective
 // that has a method, an all-gather (a Gather into Identity) or a
 // reduce-scatter (Reduce into a Gather, where Identity is not made
-// anyway, which would make the Gather a free slice). Elsewhere the flag
-// is ignored.
+// anyway, which would make the Gather a free slice), and the encoding
+// left its method free (prune.go). Elsewhere the flag is ignored.
 func (e *Encoding) MethodApplies(ch *Choice, ti, qi int) bool {
+	if e.methodOf(ti, qi) != methodFree {
+		return false
+	}
 	q := e.Layouts(ti)[qi]
 	need := e.Needs(ch, ti)
 	h := e.have(ch, ti)

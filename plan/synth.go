@@ -441,11 +441,11 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
-		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes", res.Rows, res.Vars, len(res.Encoding.Classes)),
+		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes, %d collective methods fixed by dominance", res.Rows, res.Vars, len(res.Encoding.Classes), res.Encoding.FixedMethodCount()),
 		// What made the plan: the encoding's formulation, the MILP solver
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
-		Versions: []Software{{"hap", HapVersion()}, {"hap-encoding", "1"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
+		Versions: []Software{{"hap", HapVersion()}, {"hap-encoding", "2"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
 		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
 	}
 	boundBy := BoundByMILP

@@ -38,19 +38,24 @@ func smallCluster(t testing.TB, rng *rand.Rand, n int) *cost.Model {
 }
 
 // smallGraph is a random chain of two ops on parameters ending in a loss.
-func smallGraph(rng *rand.Rand) *ir.Graph {
+func smallGraph(rng *rand.Rand) *ir.Graph { return smallGraphOf(rng, 3) }
+
+// smallGraphOf is smallGraph with the input's features and the weight's
+// rows k wide: a large k makes the weight's collectives move bytes rather
+// than wait on latency, while the segments stay small enough to enumerate.
+func smallGraphOf(rng *rand.Rand, k int) *ir.Graph {
 	b := ir.NewBuilder("small", ir.Float32)
 	batch := 2 + rng.IntN(2)
 	width := 2 + rng.IntN(2)
-	x := b.Input("x", ir.Float32, batch, 3)
+	x := b.Input("x", ir.Float32, batch, k)
 	h := x
 	switch rng.IntN(3) {
 	case 0:
-		h = b.MatMul(x, b.Param("w", 3, width))
+		h = b.MatMul(x, b.Param("w", k, width))
 	case 1:
-		h = b.ReLU(b.MatMul(x, b.Param("w", 3, width)))
+		h = b.ReLU(b.MatMul(x, b.Param("w", k, width)))
 	case 2:
-		h = b.Bias(b.MatMul(x, b.Param("w", 3, width)), b.Param("b", width))
+		h = b.Bias(b.MatMul(x, b.Param("w", k, width)), b.Param("b", width))
 	}
 	if rng.IntN(2) == 0 {
 		h = b.GELU(h)
@@ -101,6 +106,7 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 	// whose two segments are cut with different lengths.
 	var usedGrouped, usedPadded, usedAllToAll, distinctRatios int
 	tighter := 0 // cases whose transport LP is tighter than the plain one
+	pruned := 0  // cases where pruning fixed some collective's method
 	cases := 200
 	if testing.Short() {
 		cases = 20
@@ -124,7 +130,17 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		want, wantCh := enumerate(t, res.Encoding)
+		// The oracle enumerates the encoding without pruning
+		// (encode/prune.go): the equality below also proves that pruning
+		// kept the optimum.
+		full, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoGroup: true, NoAllToAll: i%2 == 0, NoPrune: true})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if res.Encoding.FixedMethodCount() > 0 {
+			pruned++
+		}
+		want, wantCh := enumerate(t, full)
 		got := res.Estimate.Seconds
 		if math.Abs(got-want) > exactTolerance*math.Max(want, 1e-9) {
 			t.Errorf("case %d (%d devices, %d ops, segs %v): solver %.9g (MILP objective %.9g), enumeration %.9g (solver %+v, best %+v)", i, n, len(g.Ops), segs, got, res.Objective, want, res.Choice, wantCh)
@@ -150,8 +166,8 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 			distinctRatios++
 		}
 	}
-	t.Logf("optima: %d grouped and %d padded collectives, %d all-to-alls; %d with two segments cut differently; %d with a tighter transport LP", usedGrouped, usedPadded, usedAllToAll, distinctRatios, tighter)
-	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0 || tighter == 0) {
+	t.Logf("optima: %d grouped and %d padded collectives, %d all-to-alls; %d with two segments cut differently; %d with a tighter transport LP; %d with methods fixed by pruning", usedGrouped, usedPadded, usedAllToAll, distinctRatios, tighter, pruned)
+	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0 || tighter == 0 || pruned == 0) {
 		t.Errorf("the cases no longer exercise per-collective methods and per-segment ratios")
 	}
 }

@@ -1,0 +1,147 @@
+package encode_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"hap/cluster"
+	"hap/cost"
+	"hap/encode"
+	"hap/models"
+)
+
+// pruneTolerance: a pruned encoding prices a choice with the same
+// coefficients as the full one, only with the dominated method swapped
+// for the kept one; the two may differ by float rounding alone.
+const pruneTolerance = 1e-12
+
+// bertSegments are the candidate segments of BERT-shaped models (what
+// solve.CandidateSegments derives), for a batch of the given size.
+func bertSegments(batch, heads, hidden, ffn int) []encode.Segment {
+	return []encode.Segment{{Name: "batch", Units: batch}, {Name: "heads", Units: heads}, {Name: "hidden", Units: hidden}, {Name: "ffn", Units: ffn}}
+}
+
+// Pruning only ever swaps a collective's method for one that costs no
+// more: on random programs and uneven lengths, a pruned encoding prices
+// every choice at most what the full one does, and exactly the same once
+// the choice itself picks the kept methods.
+func TestPrunedMethodsAreNeverDearer(t *testing.T) {
+	cases := []struct {
+		model, cluster string
+		batch          int
+		segs           []encode.Segment
+		wantFixed      bool
+	}{
+		// 64 GPUs over 2 heads and a 16-wide hidden: the padded pieces of
+		// most layouts are mostly padding.
+		{"bert-base-tiny", "paper-64", 64, bertSegments(64, 2, 16, 32), true},
+		{"bert-base-tiny", "paper-8", 16, bertSegments(16, 2, 16, 32), false},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range cases {
+		g, err := models.Load(c.model, models.Options{Batch: c.batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := cluster.Load(c.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cost.New(cl, cost.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := encode.EncodeOptions{MemoryFraction: 1e6}
+		pruned, err := encode.Encode(g, c.segs, m, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.NoPrune = true
+		full, err := encode.Encode(g, c.segs, m, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		padded, grouped := 0, 0
+		for ti := range pruned.Tensors {
+			for qi := range pruned.Layouts(ti) {
+				if g, fixed := pruned.MethodFixed(ti, qi); fixed && g {
+					grouped++
+				} else if fixed {
+					padded++
+				}
+			}
+		}
+		if n := pruned.FixedMethodCount(); n != padded+grouped {
+			t.Fatalf("%s on %s: FixedMethodCount %d, MethodFixed %d", c.model, c.cluster, n, padded+grouped)
+		}
+		if n := full.FixedMethodCount(); n != 0 {
+			t.Fatalf("%s on %s: NoPrune fixed %d methods", c.model, c.cluster, n)
+		}
+		if c.wantFixed && padded+grouped == 0 {
+			t.Fatalf("%s on %s: nothing pruned; the case no longer exercises pruning", c.model, c.cluster)
+		}
+		checked, cheaper := 0, 0
+		for trial := 0; trial < 2000; trial++ {
+			ch := randomPruneChoice(rng, full)
+			a, errA := full.Evaluate(ch)
+			b, errB := pruned.Evaluate(ch)
+			if (errA == nil) != (errB == nil) {
+				t.Fatalf("%s on %s: full %v, pruned %v", c.model, c.cluster, errA, errB)
+			}
+			if errA != nil {
+				continue
+			}
+			checked++
+			if b.Seconds > a.Seconds*(1+pruneTolerance) {
+				t.Errorf("%s on %s: pruned %.9g s > full %.9g s", c.model, c.cluster, b.Seconds, a.Seconds)
+			}
+			if b.Seconds < a.Seconds*(1-pruneTolerance) {
+				cheaper++
+			}
+			for ti := range ch.Grouped {
+				for qi := range ch.Grouped[ti] {
+					if g, fixed := pruned.MethodFixed(ti, qi); fixed {
+						ch.Grouped[ti][qi] = g
+					}
+				}
+			}
+			a, _ = full.Evaluate(ch)
+			if d := b.Seconds - a.Seconds; d > a.Seconds*pruneTolerance || -d > a.Seconds*pruneTolerance {
+				t.Errorf("%s on %s: with the kept methods, full %.9g s, pruned %.9g s", c.model, c.cluster, a.Seconds, b.Seconds)
+			}
+		}
+		if checked < 50 {
+			t.Fatalf("%s on %s: only %d random programs valid", c.model, c.cluster, checked)
+		}
+		if c.wantFixed && cheaper == 0 {
+			t.Errorf("%s on %s: no random program got cheaper by pruning", c.model, c.cluster)
+		}
+		t.Logf("%s on %s: %d methods fixed padded, %d grouped; %d of %d random programs cheaper pruned", c.model, c.cluster, padded, grouped, cheaper, checked)
+	}
+}
+
+// randomPruneChoice draws rules, leaf layouts, methods and uneven lengths
+// (some zero) at random.
+func randomPruneChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
+	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
+	for ci := range e.Classes {
+		ch.Rule[ci] = rng.IntN(len(e.Classes[ci].Rules))
+	}
+	for ti := range e.Tensors {
+		if n := len(e.Tensors[ti].LeafLayouts); n > 0 {
+			ch.Leaf[ti] = rng.IntN(n)
+		}
+		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
+		for q := range ch.Grouped[ti] {
+			ch.Grouped[ti][q] = rng.IntN(2) == 0
+		}
+	}
+	for _, seg := range e.Segs {
+		ls := make([]int, e.N)
+		for u := 0; u < seg.Units; u++ {
+			ls[rng.IntN(e.N)]++
+		}
+		ch.Lengths = append(ch.Lengths, ls)
+	}
+	return ch
+}
