@@ -7,6 +7,7 @@ import (
 	"hap/cluster"
 	"hap/cost"
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/models"
 )
 
@@ -82,7 +83,7 @@ func TestPrunedMethodsAreNeverDearer(t *testing.T) {
 		}
 		checked, cheaper := 0, 0
 		for trial := 0; trial < 2000; trial++ {
-			ch := randomPruneChoice(rng, full)
+			ch := encodetest.RandomChoice(rng, full)
 			a, errA := full.Evaluate(ch)
 			b, errB := pruned.Evaluate(ch)
 			if (errA == nil) != (errB == nil) {
@@ -118,30 +119,4 @@ func TestPrunedMethodsAreNeverDearer(t *testing.T) {
 		}
 		t.Logf("%s on %s: %d methods fixed padded, %d grouped; %d of %d random programs cheaper pruned", c.model, c.cluster, padded, grouped, cheaper, checked)
 	}
-}
-
-// randomPruneChoice draws rules, leaf layouts, methods and uneven lengths
-// (some zero) at random.
-func randomPruneChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
-	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
-	for ci := range e.Classes {
-		ch.Rule[ci] = rng.IntN(len(e.Classes[ci].Rules))
-	}
-	for ti := range e.Tensors {
-		if n := len(e.Tensors[ti].LeafLayouts); n > 0 {
-			ch.Leaf[ti] = rng.IntN(n)
-		}
-		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-		for q := range ch.Grouped[ti] {
-			ch.Grouped[ti][q] = rng.IntN(2) == 0
-		}
-	}
-	for _, seg := range e.Segs {
-		ls := make([]int, e.N)
-		for u := 0; u < seg.Units; u++ {
-			ls[rng.IntN(e.N)]++
-		}
-		ch.Lengths = append(ch.Lengths, ls)
-	}
-	return ch
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
@@ -20,7 +21,7 @@ const allToAllTrainTolerance = 1e-10
 func randomAllToAllChoice(t *testing.T, rng *rand.Rand, e *encode.Encoding) *encode.Choice {
 	t.Helper()
 	for trial := 0; trial < 3000; trial++ {
-		ch := randomChoice(rng, e)
+		ch := encodetest.RandomChoice(rng, e)
 		ch.AllToAll = make([]bool, len(e.Tensors))
 		for ti := range e.Tensors {
 			ch.AllToAll[ti] = e.AllToAllApplies(ch, ti)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/models"
 	"hap/order"
 	"hap/solve/milp"
@@ -82,7 +83,7 @@ func TestAnyOrderMILPBoundsASearchedOrder(t *testing.T) {
 		_, e := uncappedEncoding(t, in)
 		checked := 0
 		for trial := 0; trial < 100 && checked < 3; trial++ {
-			ch := randomChoice(rng, e)
+			ch := encodetest.RandomChoice(rng, e)
 			e.SpreadInGroups(ch)
 			br, err := e.Evaluate(ch)
 			if err != nil {

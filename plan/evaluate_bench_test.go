@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"hap/encode/encodetest"
 	"hap/models"
 )
 
@@ -17,9 +18,9 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 	_, e := uncappedEncoding(b, in)
 	rng := rand.New(rand.NewPCG(1, 2))
-	ch := randomChoice(rng, e)
+	ch := encodetest.RandomChoice(rng, e)
 	for _, err := e.Evaluate(ch); err != nil; _, err = e.Evaluate(ch) {
-		ch = randomChoice(rng, e) // until a valid one
+		ch = encodetest.RandomChoice(rng, e) // until a valid one
 	}
 	b.ResetTimer()
 	for range b.N {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"hap/encode/encodetest"
 	"hap/solve/milp"
 )
 
@@ -40,7 +41,7 @@ func TestMILPPricesTheSumTreesAsEvaluate(t *testing.T) {
 			t.Fatalf("%s on %s: no tensor class has its sum tree priced", c.model, c.cluster)
 		}
 		for trial, found := 0, 0; trial < 200 && found < 6; trial++ {
-			ch := randomChoice(rng, e)
+			ch := encodetest.RandomChoice(rng, e)
 			if found%2 == 1 {
 				ch.AllToAll = make([]bool, len(e.Tensors))
 				for ti := range ch.AllToAll {
@@ -53,7 +54,7 @@ func TestMILPPricesTheSumTreesAsEvaluate(t *testing.T) {
 				continue
 			}
 			found++
-			res, got := solvePinned(t, e, ch)
+			res, got := encodetest.SolvePinned(t, e, ch)
 			t.Logf("%s on %s, trial %d (%d summed classes): MILP %.7g s, Evaluate %.7g s", c.model, c.cluster, trial, sums, got, br.Seconds)
 			hi := br.Seconds * (1 + pinnedTolerance)
 			if ch.AllToAll != nil {

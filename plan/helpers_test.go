@@ -1,14 +1,11 @@
 package plan
 
 import (
-	"context"
 	"testing"
 
 	"hap/encode"
 	"hap/models"
 	"hap/sim"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 
@@ -58,20 +55,6 @@ func pricedAndRun(t testing.TB, in *Inputs, e *encode.Encoding, ch *encode.Choic
 		t.Fatal(err)
 	}
 	return br, r
-}
-
-// solvePinned solves e's joint MILP with every decision pinned to ch (one
-// thread, no heuristics): its objective, in seconds, is the MILP's price of
-// ch, which the pinned tests hold against Evaluate's.
-func solvePinned(t testing.TB, e *encode.Encoding, ch *encode.Choice) (*milp.Result, float64) {
-	t.Helper()
-	model, vars := e.MILP()
-	e.Fix(model, vars, ch)
-	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-	if err != nil {
-		t.Fatalf("the pinned MILP: %v", err)
-	}
-	return res, res.Objective / encode.MILPTimeUnit
 }
 
 // zooEncoding loads model at batch on cluster and encodes it as

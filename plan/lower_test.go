@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
@@ -68,7 +69,7 @@ func TestCostStepsScheduleAsTrainSteps(t *testing.T) {
 			}
 			_, e := uncappedEncoding(t, in)
 			for trial, found := 0, 0; trial < 50 && found < 2; trial++ {
-				ch := randomChoice(rng, e)
+				ch := encodetest.RandomChoice(rng, e)
 				if found == 1 {
 					for s := range ch.Lengths {
 						ch.Lengths[s] = encode.EvenLengths(e.Segs[s].Units, e.N)

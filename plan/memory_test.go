@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/models"
 )
 
@@ -47,7 +47,7 @@ func TestPlannerMemoryOnRandomPrograms(t *testing.T) {
 		}
 		_, e := uncappedEncoding(t, in)
 		for trial, found := 0, 0; trial < 400 && found < 8; trial++ {
-			ch := randomChoice(rng, e)
+			ch := encodetest.RandomChoice(rng, e)
 			br, err := e.Evaluate(ch)
 			if err != nil {
 				continue
@@ -75,30 +75,4 @@ func TestPlannerMemoryOnRandomPrograms(t *testing.T) {
 		t.Fatalf("only %d random programs were valid", checked)
 	}
 	t.Logf("%d random programs: planner/simulator peak memory %+.1f%% .. %+.1f%%", checked, 100*lo, 100*hi)
-}
-
-// randomChoice draws every op class's rule, every leaf's layout and every
-// segment's lengths (uneven, some zero) at random.
-func randomChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
-	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
-	for ci := range e.Classes {
-		ch.Rule[ci] = rng.IntN(len(e.Classes[ci].Rules))
-	}
-	for ti := range e.Tensors {
-		if n := len(e.Tensors[ti].LeafLayouts); n > 0 {
-			ch.Leaf[ti] = rng.IntN(n)
-		}
-		ch.Grouped[ti] = make([]bool, len(e.Layouts(ti)))
-		for q := range ch.Grouped[ti] {
-			ch.Grouped[ti][q] = rng.IntN(2) == 0
-		}
-	}
-	for _, seg := range e.Segs {
-		ls := make([]int, e.N)
-		for u := 0; u < seg.Units; u++ {
-			ls[rng.IntN(e.N)]++
-		}
-		ch.Lengths = append(ch.Lengths, ls)
-	}
-	return ch
 }

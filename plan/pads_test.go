@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/ir"
 	"hap/models"
 	"hap/solve/milp"
@@ -69,7 +70,7 @@ func TestPlannerPricesTheSlicesPads(t *testing.T) {
 	if math.Abs(rel) > oneCostTolerance {
 		t.Errorf("planner %.5f s vs simulator %.5f s (%+.2f%%)", br.Seconds, r.StepSeconds, 100*rel)
 	}
-	if res, got := solvePinned(t, e, ch); res.Status != milp.Optimal || math.Abs(got/br.Seconds-1) > pinnedTolerance {
+	if res, got := encodetest.SolvePinned(t, e, ch); res.Status != milp.Optimal || math.Abs(got/br.Seconds-1) > pinnedTolerance {
 		t.Errorf("the MILP pinned to the program: %s, %.7g s; Evaluate %.7g s", res.Status, got, br.Seconds)
 	}
 }

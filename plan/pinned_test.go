@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"hap/encode/encodetest"
 	"hap/solve/milp"
 )
 
@@ -48,7 +49,7 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 		for _, c := range cases {
 			_, e := zooEncoding(t, c.model, c.cluster, c.batch)
 			for trial, found := 0, 0; trial < 200 && found < 4; trial++ {
-				ch := randomChoice(rng, e)
+				ch := encodetest.RandomChoice(rng, e)
 				if a2a {
 					ch.AllToAll = make([]bool, len(e.Tensors))
 					for ti := range ch.AllToAll {
@@ -61,7 +62,7 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 					continue
 				}
 				found++
-				res, got := solvePinned(t, e, ch)
+				res, got := encodetest.SolvePinned(t, e, ch)
 				if res.Status != milp.Optimal {
 					t.Fatalf("%s on %s, trial %d: the pinned MILP ended %s", c.model, c.cluster, trial, res.Status)
 				}
@@ -106,7 +107,7 @@ func TestMILPStatesThePeakMemory(t *testing.T) {
 	for _, c := range cases {
 		_, e := zooEncoding(t, c.model, c.cluster, c.batch)
 		for trial, found := 0, 0; trial < 200 && found < 3; trial++ {
-			ch := randomChoice(rng, e)
+			ch := encodetest.RandomChoice(rng, e)
 			e.SpreadInGroups(ch)
 			br, err := e.Evaluate(ch)
 			if err != nil {
@@ -125,7 +126,7 @@ func TestMILPStatesThePeakMemory(t *testing.T) {
 				if !e.MemoryMayBind() {
 					t.Fatalf("%s on %s: capacity %g leaves out the memory rows", c.model, c.cluster, capacity)
 				}
-				res, _ := solvePinned(t, e, ch)
+				res, _ := encodetest.SolvePinned(t, e, ch)
 				if fits := res.Status == milp.Optimal; fits != over {
 					t.Errorf("%s on %s (batch %d), trial %d: capacity %.6g B against Evaluate's peak %.6g B: the pinned MILP ended %s", c.model, c.cluster, c.batch, trial, capacity, peak, res.Status)
 				}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/models"
 	"hap/solve/milp"
 	"hap/strategy"
@@ -48,7 +49,7 @@ func TestMILPPricesTheKernelsRooflinesAsEvaluate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, got := solvePinned(t, e, ch)
+			res, got := encodetest.SolvePinned(t, e, ch)
 			t.Logf("%s %s@%d %s: MILP %.7g s, Evaluate %.7g s", c.model, c.cluster, c.batch, name, got, br.Seconds)
 			if res.Status != milp.Optimal || math.Abs(got/br.Seconds-1) > pinnedTolerance {
 				t.Errorf("%s on %s at %d, %s pinned: %s, %.7g s; Evaluate %.7g s", c.model, c.cluster, c.batch, name, res.Status, got, br.Seconds)

@@ -8,9 +8,8 @@ import (
 	"testing"
 
 	"hap/encode"
+	"hap/encode/encodetest"
 	"hap/ir"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // Pruning keeps every program's best price, not only the optimum's: on
@@ -100,7 +99,7 @@ func TestPruningKeepsEveryProgramsBestPrice(t *testing.T) {
 		})
 		for _, ch := range sample {
 			br, _ := pruned.Evaluate(ch)
-			if p := pinnedPrice(t, pruned, ch); math.Abs(p-br.Seconds) > exactTolerance*br.Seconds {
+			if _, p := encodetest.SolvePinned(t, pruned, ch); math.Abs(p-br.Seconds) > exactTolerance*br.Seconds {
 				t.Errorf("case %d (%d devices, segs %v): the MILP prices %+v at %.9g s, Evaluate at %.9g s", i, n, segs, ch, p, br.Seconds)
 			}
 			pinned++
@@ -155,17 +154,4 @@ func fixedCollectives(e, full *encode.Encoding, ch *encode.Choice) int {
 		}
 	}
 	return n
-}
-
-// pinnedPrice is e's joint MILP's objective (seconds) with every decision
-// pinned to ch.
-func pinnedPrice(t *testing.T, e *encode.Encoding, ch *encode.Choice) float64 {
-	t.Helper()
-	model, vars := e.MILP()
-	e.Fix(model, vars, ch)
-	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Threads: 1, NoHeuristics: true})
-	if err != nil {
-		t.Fatalf("the pinned MILP: %v", err)
-	}
-	return res.Objective / encode.MILPTimeUnit
 }
