@@ -108,16 +108,20 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 // pruning fixed (prune.go), else the choice's.
 func (e *Encoding) grouped(ch *Choice, tc int, q Layout) bool {
 	for qi, l := range e.Layouts(tc) {
-		if l != q {
-			continue
+		if l == q {
+			return e.groupedAt(ch, tc, qi)
 		}
-		switch e.methodOf(tc, qi) {
-		case methodPadded:
-			return false
-		case methodGrouped:
-			return true
-		}
-		return ch.Grouped != nil && ch.Grouped[tc] != nil && ch.Grouped[tc][qi]
 	}
 	return false
+}
+
+// groupedAt is grouped for layout index qi.
+func (e *Encoding) groupedAt(ch *Choice, tc, qi int) bool {
+	switch e.methodOf(tc, qi) {
+	case methodPadded:
+		return false
+	case methodGrouped:
+		return true
+	}
+	return ch.Grouped != nil && ch.Grouped[tc] != nil && ch.Grouped[tc][qi]
 }

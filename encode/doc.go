@@ -11,8 +11,8 @@
 // methods, all-to-alls and integer lengths (milp.go), and the same MILP
 // with transport rows (transport.go), whose LP relaxation is far tighter.
 // A collective whose one method never costs more than the other, whatever
-// the lengths, has it fixed when the encoding is built (prune.go), so no
-// search or MILP chooses it.
+// the lengths, has it fixed when the encoding is built (prune.go): no
+// search chooses it, and the MILP's starts and pins set it.
 // An op's compute is
 // priced at its rule's share of the work, except the adds that sum the
 // gradients of an input several ops read, priced over the conversion tree

@@ -639,73 +639,45 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		}
 		// methodCost adds the padded/grouped cost of an uneven collective on
 		// conversion c over segment s (k: 0 all-gather, 1 reduce-scatter).
-		// A method fixed by pruning (prune.go) costs its own row alone,
-		// with no binary.
+		// A method pruning fixed (prune.go) keeps its binary here, pinned
+		// by Fix and started by StartValues at the kept method: without
+		// the binary and the dominated method's row, CBC's node-limited
+		// searches ran slower on the same plans.
 		methodCost := func(c int, qi int, cf Coll, k, s int) {
 			cf = cf.scaled(milpTime)
+			// One method per (tensor, layout made), whichever layout it
+			// is made from.
+			if v.grouped[ti] == nil {
+				v.grouped[ti] = map[int]int{}
+			}
+			g, ok := v.grouped[ti][qi]
+			if !ok {
+				g = col(fmt.Sprintf("grouped_%d_%d", ti, qi), 0, 1, true)
+				v.grouped[ti][qi] = g
+			}
 			U := float64(e.Segs[s].Units)
 			mPad := cf.PadA[k] + cf.PadB[k]*U
 			mGrp := cf.GrpA[k]*float64(e.N) + cf.GrpB[k]*U
-			// Whatever the lengths, the conversion costs at least its
-			// cheapest case: padded with the most even pieces, or grouped
-			// with one non-empty piece (where pruning fixed a method, the
-			// kept one's: it never costs more than the other).
-			even := math.Ceil(U / float64(e.N))
-			padLeast, grpLeast := cf.PadA[k]+cf.PadB[k]*even, cf.GrpA[k]+cf.GrpB[k]*U
-			fix := e.methodOf(ti, qi)
-			// One method per (tensor, layout made), whichever layout it
-			// is made from.
-			g := -1
-			if fix == methodFree {
-				if v.grouped[ti] == nil {
-					v.grouped[ti] = map[int]int{}
-				}
-				var ok bool
-				if g, ok = v.grouped[ti][qi]; !ok {
-					g = col(fmt.Sprintf("grouped_%d_%d", ti, qi), 0, 1, true)
-					v.grouped[ti][qi] = g
-				}
-			}
-			// Columns first, then rows, in the order of the unpruned model
-			// (CBC's path depends on it).
-			tp, tg := -1, -1
-			if fix != methodGrouped {
-				tp = col(fmt.Sprintf("tpad_%d", group), 0, inf, false)
-			}
-			if fix != methodPadded {
-				tg = col(fmt.Sprintf("tgrp_%d", group), 0, inf, false)
-			}
+			tp := col(fmt.Sprintf("tpad_%d", group), 0, inf, false)
+			tg := col(fmt.Sprintf("tgrp_%d", group), 0, inf, false)
 			group++
-			least, most := lin{c: -math.Min(padLeast, grpLeast)}, 0.0
-			if tp >= 0 {
-				// tp ≥ PadA + PadB·max − M(1 − c) [− M·g]
-				l := lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad}
-				if g >= 0 {
-					l.add(g, mPad)
-				}
-				row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, l)
-				commT[ti].add(tp, 1)
-				least.add(tp, 1)
-				most = math.Max(most, mPad)
+			// tp ≥ PadA + PadB·max − M(1 − c) − M·g
+			row(fmt.Sprintf("tpad_%d", group), cf.PadA[k]-mPad, inf, lin{tp: 1, mx[s]: -cf.PadB[k], c: -mPad, g: mPad})
+			// tg ≥ GrpA·Σpieces + GrpB·U − M(1 − c) − M(1 − g)
+			l := lin{tg: 1, c: -mGrp, g: -mGrp}
+			for gr := 0; gr < G; gr++ {
+				l.add(pieces[s][gr], -cf.GrpA[k])
 			}
-			if tg >= 0 {
-				// tg ≥ GrpA·Σpieces + GrpB·U − M(1 − c) [− M(1 − g)]
-				l := lin{tg: 1, c: -mGrp}
-				lo := cf.GrpB[k]*U - mGrp
-				if g >= 0 {
-					l.add(g, -mGrp)
-					lo -= mGrp
-				}
-				for gr := 0; gr < G; gr++ {
-					l.add(pieces[s][gr], -cf.GrpA[k])
-				}
-				row(fmt.Sprintf("tgrp_%d", group), lo, inf, l)
-				commT[ti].add(tg, 1)
-				least.add(tg, 1)
-				most = math.Max(most, mGrp)
-			}
-			commBound[ti] += most
-			row(fmt.Sprintf("least_%d", group), 0, inf, least)
+			row(fmt.Sprintf("tgrp_%d", group), cf.GrpB[k]*U-2*mGrp, inf, l)
+			commT[ti].add(tp, 1)
+			commT[ti].add(tg, 1)
+			commBound[ti] += math.Max(mPad, mGrp)
+			// Whatever the lengths and method, the conversion costs at
+			// least its cheapest case: padded with the most even pieces, or
+			// grouped with one non-empty piece.
+			even := math.Ceil(U / float64(e.N))
+			least := math.Min(cf.PadA[k]+cf.PadB[k]*even, cf.GrpA[k]+cf.GrpB[k]*U)
+			row(fmt.Sprintf("least_%d", group), 0, inf, lin{tp: 1, tg: 1, c: -least})
 		}
 		for qi, q := range layouts {
 			if _, ok := need[q]; !ok {
@@ -991,7 +963,7 @@ func (e *Encoding) Fix(m *milp.Model, v *MILPVars, ch *Choice) {
 			pin(c, b2f(li == ch.Leaf[ti]))
 		}
 		for qi, c := range v.grouped[ti] {
-			pin(c, b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi]))
+			pin(c, b2f(e.groupedAt(ch, ti, qi)))
 		}
 		if c := v.a2a[ti]; c >= 0 {
 			pin(c, b2f(e.usesAllToAll(ch, ti)))
@@ -1041,7 +1013,7 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 			st[c] = b2f(li == ch.Leaf[ti])
 		}
 		for qi, c := range v.grouped[ti] {
-			st[c] = b2f(ch.Grouped != nil && ch.Grouped[ti] != nil && ch.Grouped[ti][qi])
+			st[c] = b2f(e.groupedAt(ch, ti, qi))
 		}
 		if c := v.a2a[ti]; c >= 0 {
 			st[c] = b2f(e.usesAllToAll(ch, ti))

@@ -3,15 +3,13 @@ package encode
 import "math"
 
 // Pruning: choices that can never be cheaper than another are fixed when
-// the encoding is built, before any search or MILP sees it, so that no
-// search flips them, the MILP neither branches on them nor carries their
-// rows, and the exhaustive enumeration skips them. Each prune must keep
-// the optimum: the pruned alternative costs at least the kept one for
+// the encoding is built, before any search sees it, so that no search
+// flips them and the exhaustive enumeration skips them. Each prune must
+// keep the optimum: the pruned alternative costs at least the kept one for
 // every program and every integer length, and the step time and the
 // memory rows are monotone in each collective's time (memory does not
-// depend on the method at all), so the exhaustive test
-// (solve/synth_test.go), which enumerates an unpruned encoding, still
-// finds the same optimum.
+// depend on the method at all). solve's TestPruningKeepsEveryProgramsBestPrice
+// checks it program by program against an unpruned encoding.
 //
 // The collective method. Every uneven all-gather or reduce-scatter that
 // makes layout q of a tensor class is padded or grouped (one binary per
@@ -27,19 +25,22 @@ import "math"
 // its bytes to outweigh the latency of a call per piece: 12 heads over 64
 // GPUs pad every piece to the largest, 5.3× the data. Padded wins so on
 // the small tests' two-device clusters (one ring call against a call per
-// piece). On the zoo it fixes 19 of bert-base's
-// method choices on paper-16 and on paper-64, 42 of gpt2's on modern-24,
-// 23 of bert-moe's on paper-32 and paper-64, none of vgg19's on paper-8
-// (the plan document's solver.model counts them).
+// piece). On the zoo it fixes 19 of bert-base's method choices on
+// paper-16 and on paper-64, 42 of gpt2's on modern-24, 23 of bert-moe's on
+// paper-32 and paper-64, none of vgg19's on paper-8 (the plan document's
+// solver.model counts them).
 //
-// Why it pays, though the MILP's branching rarely reaches these binaries:
-// every search that flips methods (local search, tidyMethods) and the
-// exhaustive enumeration skip them, the MILP carries two fewer columns and
-// one row less per fixed collective, and the relaxation charges a fixed
-// collective its kept method's cost instead of splitting the binary to
-// make it nearly free. Plans are the same on every bench row; synthesis
-// time moves both ways, as any change to a node-limited search's model
-// moves it (docs/planner.md, "Pruning").
+// Where the fix holds: Evaluate and Decode read it whatever the choice
+// says; MethodApplies is false for it, so every search that flips methods
+// (local search, tidyMethods), ExcludeChoice's cuts and the enumeration
+// skip it; the MILP's starts (StartValues) and pins (Fix) set its binary
+// to the kept method. The MILP keeps that binary and both methods' rows:
+// an optimum never needs the dominated method, and removing them (two
+// columns and a row per fixed collective, the relaxation then charging
+// the kept method's cost) gave the same plans on every bench row but
+// made CBC's node-limited searches slower — bert-moe paper-32's joint
+// search 8.7 → 24.9 s, the paper, modern and devices suites 6–15% slower
+// in all (docs/planner.md, "Pruning").
 
 // methodFix is the collective method of making one layout: free for the
 // search, or fixed because the other is dominated.
