@@ -38,9 +38,9 @@ import "math"
 // an optimum never needs the dominated method, and removing them (two
 // columns and a row per fixed collective, the relaxation then charging
 // the kept method's cost) gave the same plans on every bench row but
-// made CBC's node-limited searches slower — bert-moe paper-32's joint
-// search 8.7 → 24.9 s, the paper, modern and devices suites 6–15% slower
-// in all (docs/planner.md, "Pruning").
+// moved CBC's node-limited searches onto slower paths — bert-moe
+// paper-32's joint search 8.7 → 24.9 s, gpt2 paper-16's 3.2 → 10.5 s
+// (docs/planner.md, "Pruning").
 
 // methodFix is the collective method of making one layout: free for the
 // search, or fixed because the other is dominated.
