@@ -165,18 +165,21 @@ func (e *Encoding) methodOf(ti, qi int) methodFix {
 	return e.methods[ti][qi]
 }
 
-// FixedMethodCount is how many (tensor class, layout) pairs have their
-// collective method fixed by pruning (the plan document reports it).
-func (e *Encoding) FixedMethodCount() int {
-	n := 0
+// FixedMethods counts the (tensor class, layout) pairs whose collective
+// method pruning fixed, by the method kept (the plan document reports
+// their sum).
+func (e *Encoding) FixedMethods() (padded, grouped int) {
 	for _, ms := range e.methods {
 		for _, m := range ms {
-			if m != methodFree {
-				n++
+			switch m {
+			case methodPadded:
+				padded++
+			case methodGrouped:
+				grouped++
 			}
 		}
 	}
-	return n
+	return padded, grouped
 }
 
 // MethodFixed reports whether pruning fixed the collective method of

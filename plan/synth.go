@@ -439,9 +439,10 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 // was solved under (smaller after a plan that did not fit). Seconds is
 // left 0: the caller records wall time only when asked.
 func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
+	padded, grouped := res.Encoding.FixedMethods()
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
-		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes, %d collective methods fixed by dominance", res.Rows, res.Vars, len(res.Encoding.Classes), res.Encoding.FixedMethodCount()),
+		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes, %d collective methods fixed by dominance", res.Rows, res.Vars, len(res.Encoding.Classes), padded+grouped),
 		// What made the plan: the encoding's formulation, the MILP solver
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).

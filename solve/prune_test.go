@@ -47,19 +47,13 @@ func TestPruningKeepsEveryProgramsBestPrice(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if pruned.FixedMethodCount() == 0 {
+		padded, grouped := pruned.FixedMethods()
+		if padded+grouped == 0 {
 			continue
 		}
 		fixed++
-		for ti := range pruned.Tensors {
-			for qi := range pruned.Layouts(ti) {
-				if grouped, ok := pruned.MethodFixed(ti, qi); ok && grouped {
-					fixedGrouped++
-				} else if ok {
-					fixedPadded++
-				}
-			}
-		}
+		fixedPadded += padded
+		fixedGrouped += grouped
 		best := func(e *encode.Encoding) (lo, hi map[string]float64) {
 			lo, hi = map[string]float64{}, map[string]float64{}
 			ev := e.NewEvaluator()
