@@ -55,5 +55,5 @@
 // parameters pass through a replicate op whose gradient is an all-reduce;
 // autodiff of that program is the distributed backward pass.
 //
-// encode imports ir, cost (prices) and solve/milp (the model type) only.
+// encode imports ir, cost (prices) and milp (the model type) only.
 package encode

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"hap/ir"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // Units inside the MILP. Step times are ~1e-5..1 s and memory ~1e9 B;

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // ExcludeChoice adds to m, a model built by MILPBelow or TransportMILP

@@ -7,9 +7,9 @@ import (
 	"hap/cluster"
 	"hap/cost"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // spreadLiftAtLeast is the least relative lift the spread leaves' charge

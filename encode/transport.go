@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // TransportMILP is MILPBelow(limit) with transport rows: the same integer

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // WorkLP is the work relaxation: a small LP whose optimum bounds the step

@@ -7,10 +7,10 @@ import (
 
 	"hap/encode"
 	"hap/encode/encodetest"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
 	"hap/order"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 

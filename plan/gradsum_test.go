@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"hap/encode/encodetest"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // TestMILPPricesTheSumTreesAsEvaluate pins random choices of full-size

@@ -8,8 +8,8 @@ import (
 	"hap/encode"
 	"hap/encode/encodetest"
 	"hap/ir"
+	"hap/milp"
 	"hap/models"
-	"hap/solve/milp"
 	"hap/strategy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"hap/encode/encodetest"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // pinnedTolerance is how far the MILP's objective with a whole choice

@@ -6,8 +6,8 @@ import (
 
 	"hap/encode"
 	"hap/encode/encodetest"
+	"hap/milp"
 	"hap/models"
-	"hap/solve/milp"
 	"hap/strategy"
 )
 

@@ -16,10 +16,10 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/sim"
 	"hap/solve"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 

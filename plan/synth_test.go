@@ -17,11 +17,11 @@ import (
 	"hap/encode"
 	"hap/executor"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
 	"hap/sim"
 	"hap/solve"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 

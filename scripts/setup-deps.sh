@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hap builds against (Z3 and CBC for the solver bindings under solve/, and
-# g++ for the one C++ file there, solve/milp/cbc/clpwall.cc)
+# g++ for the one C++ file there, milp/cbc/clpwall.cc)
 # when they are missing. As root it runs apt-get itself; otherwise it prints the exact command and fails.
 set -euo pipefail
 pkgs=(libz3-dev coinor-libcbc-dev pkg-config g++)

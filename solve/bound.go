@@ -8,8 +8,8 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // A lower bound on the step from the LP relaxation of the transport

@@ -12,9 +12,9 @@ import (
 
 	"hap/encode"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 

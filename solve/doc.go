@@ -1,6 +1,6 @@
 // Package solve owns hap's solver side: thin cgo bindings to Z3 (solve/z3)
-// and to a MILP solver behind a small interface (solve/milp, with the CBC
-// backend in solve/milp/cbc), and the joint solve that turns an encoding
+// and to a MILP solver behind a small interface (milp, with the CBC
+// backend in milp/cbc), and the joint solve that turns an encoding
 // (package encode) into a plan's program: Synthesize, which runs the
 // joint MILP and a deterministic primal heuristic, Polish — LocalSearch
 // (rule and layout moves priced by Encoding.Evaluate, and when those

@@ -13,9 +13,9 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 	"hap/strategy"
 )
 

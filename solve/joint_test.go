@@ -13,9 +13,9 @@ import (
 
 	"hap/encode"
 	"hap/ir"
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // scriptedSolver stands in for the joint MILP's solver: it records the

@@ -9,8 +9,8 @@ import (
 
 	"hap/encode"
 	"hap/ir"
+	"hap/milp"
 	"hap/models"
-	"hap/solve/milp"
 )
 
 // flipThatPays returns a tensor class and layout whose method flip lowers

@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"hap/encode"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // This file searches the program, the integer lengths and the issue order

@@ -8,8 +8,8 @@ import (
 
 	"hap/encode"
 	"hap/ir"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // ExcludeChoice cuts off exactly the choice it is given: pinned to that

@@ -7,8 +7,8 @@ import (
 	"math"
 
 	"hap/encode"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // improveTolerance is the relative improvement a step must make for a

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"hap/ir"
+	"hap/milp"
 	"hap/models"
-	"hap/solve/milp"
 	"hap/solve/paper"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"hap/ir"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // lengthsFor prices a group of devices at its even share, but a group's

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"hap/encode"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // polishRounds caps Polish's alternation; each round must improve by more

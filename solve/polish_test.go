@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"hap/milp"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
 )
 
 // TestLengthsStepStopsWithinItsGap: where the lengths step's start (the

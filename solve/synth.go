@@ -11,8 +11,8 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // Options configure a synthesis.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"hap/milp/cbc"
 	"hap/plan"
-	"hap/solve/milp/cbc"
 	"hap/solve/z3"
 )
 

@@ -1,7 +1,7 @@
 // Package encodetest holds what the tests of several packages (encode,
 // solve, plan) do with an Encoding: draw a random choice, and price one
 // with the joint MILP pinned to it. It owns no state and imports encode,
-// solve/milp and solve/milp/cbc only; no non-test code may import it.
+// milp and milp/cbc only; no non-test code may import it.
 package encodetest
 
 import (
@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"hap/encode"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // RandomChoice draws every op class's rule, every leaf's layout, every

@@ -10,7 +10,7 @@
 //
 // It imports ir, encode (rules, layouts, programs), cost (the prices the
 // paper's profiler would measure: compute times and collective
-// bandwidths), and solve/milp with its CBC backend for the LP — never
+// bandwidths), and milp with its CBC backend for the LP — never
 // plan, bench or cmd, and not solve (the caller passes the candidate
 // segments).
 //

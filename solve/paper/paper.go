@@ -7,8 +7,8 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // DefaultRounds caps the alternation between the search and the ratio LP

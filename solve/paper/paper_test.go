@@ -11,8 +11,8 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/milp/cbc"
 	"hap/models"
-	"hap/solve/milp/cbc"
 )
 
 // Tolerances.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"hap/encode"
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // Ratios solves the paper's ratio LP for a fixed program: one share per

@@ -7,7 +7,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // pairing is a random model of choices whose LP relaxation mixes them, as

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // An isolated solve runs CBC in a child process: the running program

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // An LP solved under a time limit with milp.Options.DualBoundOnStop goes

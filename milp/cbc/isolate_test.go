@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // An isolated solve answers every known problem exactly as an in-process

@@ -67,7 +67,7 @@ import (
 	"time"
 	"unsafe"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // Version returns the version of the linked CBC library, for example "2.10.8".

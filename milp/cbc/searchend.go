@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // A search that ends at its node or time limit with the MIP start still

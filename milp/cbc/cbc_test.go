@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 var inf = math.Inf(1)

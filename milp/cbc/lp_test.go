@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // TestKnownLPsThroughClp: the LPs of knownProblems solved by Clp (lp.go),

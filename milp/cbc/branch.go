@@ -3,7 +3,7 @@ package cbc
 import (
 	"time"
 
-	"hap/solve/milp"
+	"hap/milp"
 )
 
 // branchLP is milp.BranchChoices over a Clp session of m (lp.go), with

@@ -7,8 +7,8 @@ import (
 	"math"
 	"time"
 
-	"hap/solve/milp"
-	"hap/solve/milp/cbc"
+	"hap/milp"
+	"hap/milp/cbc"
 )
 
 // Maximise 5x + 4y over non-negative integers subject to 6x + 4y <= 24 and x + 2y <= 6. (The LP
