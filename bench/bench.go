@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/plan"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -268,7 +268,7 @@ func isMoE(in *plan.Inputs) bool {
 // the hap-paper row's program and planning time, and the baselines'
 // simulations.
 type earlierRows struct {
-	paper        *encode.Program
+	paper        *spmd.Program
 	paperSeconds float64
 	// simulated collects the baseline rows' simulations by strategy name,
 	// which hap's final pick reuses.

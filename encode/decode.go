@@ -4,70 +4,71 @@ import (
 	"fmt"
 
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Decode turns a choice into a distributed program whose communication is
 // exactly what Evaluate priced: every needed layout made once per tensor,
 // from the layout the tensor is produced in, by the canonical instruction
 // (or by all-to-all, where the choice says so).
-func (e *Encoding) Decode(ch *Choice) (*Program, error) {
+func (e *Encoding) Decode(ch *Choice) (*spmd.Program, error) {
 	g := e.G
-	segs := make([]Segment, len(e.Segs))
+	segs := make([]spmd.Segment, len(e.Segs))
 	for s := range segs {
 		segs[s] = e.Segs[s]
 		segs[s].Lengths = append([]int{}, ch.Lengths[s]...)
 	}
-	p := &Program{Devices: e.N, Segments: segs}
-	avail := make([]map[Layout]bool, len(g.Tensors))
+	p := &spmd.Program{Devices: e.N, Segments: segs}
+	avail := make([]map[spmd.Layout]bool, len(g.Tensors))
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if !t.Kind.IsLeaf() {
 			continue
 		}
 		l := e.have(ch, e.tclassOf[i])
-		p.Leaves = append(p.Leaves, LeafLayout{Tensor: t.ID, Layout: l})
-		avail[i] = map[Layout]bool{l: true}
+		p.Leaves = append(p.Leaves, spmd.LeafLayout{Tensor: t.ID, Layout: l})
+		avail[i] = map[spmd.Layout]bool{l: true}
 	}
-	var make_ func(t ir.TensorID, q Layout) error
-	make_ = func(t ir.TensorID, q Layout) error {
+	var make_ func(t ir.TensorID, q spmd.Layout) error
+	make_ = func(t ir.TensorID, q spmd.Layout) error {
 		if avail[t][q] {
 			return nil
 		}
 		tc := e.tclassOf[t]
 		h := e.have(ch, tc)
-		emit := func(from Layout, kind ir.OpKind) {
-			in := Instr{Kind: Comm, Tensor: t, From: from, To: q, Collective: kind}
+		emit := func(from spmd.Layout, kind ir.OpKind) {
+			in := spmd.Instr{Kind: spmd.Comm, Tensor: t, From: from, To: q, Collective: kind}
 			if kind == ir.OpAllGather || kind == ir.OpReduceScatter {
-				in.Method = MethodPadded
+				in.Method = spmd.MethodPadded
 				if e.grouped(ch, tc, q) {
-					in.Method = MethodGrouped
+					in.Method = spmd.MethodGrouped
 				}
 			}
 			p.Instrs = append(p.Instrs, in)
 			avail[t][q] = true
 		}
 		switch {
-		case h.Kind == Identity && q.Kind == Gather:
+		case h.Kind == spmd.Identity && q.Kind == spmd.Gather:
 			emit(h, ir.OpDynamicSlice)
-		case h.Kind == Gather && q.Kind == Identity:
+		case h.Kind == spmd.Gather && q.Kind == spmd.Identity:
 			emit(h, ir.OpAllGather)
-		case h.Kind == Gather && q.Kind == Gather && e.usesAllToAll(ch, tc):
+		case h.Kind == spmd.Gather && q.Kind == spmd.Gather && e.usesAllToAll(ch, tc):
 			emit(h, ir.OpAllToAll)
-		case h.Kind == Gather && q.Kind == Gather:
-			if err := make_(t, I); err != nil {
+		case h.Kind == spmd.Gather && q.Kind == spmd.Gather:
+			if err := make_(t, spmd.I); err != nil {
 				return err
 			}
-			emit(I, ir.OpDynamicSlice)
-		case h.Kind == Gather && q.Kind == Reduce:
+			emit(spmd.I, ir.OpDynamicSlice)
+		case h.Kind == spmd.Gather && q.Kind == spmd.Reduce:
 			emit(h, ir.OpPad)
-		case h.Kind == Reduce && q.Kind == Identity:
+		case h.Kind == spmd.Reduce && q.Kind == spmd.Identity:
 			emit(h, ir.OpAllReduce)
-		case h.Kind == Reduce && q.Kind == Gather:
+		case h.Kind == spmd.Reduce && q.Kind == spmd.Gather:
 			if _, via, _ := e.tensorComm(ch, tc); via {
-				if err := make_(t, I); err != nil {
+				if err := make_(t, spmd.I); err != nil {
 					return err
 				}
-				emit(I, ir.OpDynamicSlice)
+				emit(spmd.I, ir.OpDynamicSlice)
 			} else {
 				emit(h, ir.OpReduceScatter)
 			}
@@ -93,12 +94,12 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 				}
 			}
 		}
-		p.Instrs = append(p.Instrs, Instr{Kind: Compute, Op: op.ID, Rule: r})
+		p.Instrs = append(p.Instrs, spmd.Instr{Kind: spmd.Compute, Op: op.ID, Rule: r})
 		for j, t := range op.Outputs {
-			avail[t] = map[Layout]bool{r.Out[j]: true}
+			avail[t] = map[spmd.Layout]bool{r.Out[j]: true}
 		}
 	}
-	if err := Check(g, p); err != nil {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -106,7 +107,7 @@ func (e *Encoding) Decode(ch *Choice) (*Program, error) {
 
 // grouped reports the method for making layout q of class tc: the one
 // pruning fixed (prune.go), else the choice's.
-func (e *Encoding) grouped(ch *Choice, tc int, q Layout) bool {
+func (e *Encoding) grouped(ch *Choice, tc int, q spmd.Layout) bool {
 	for qi, l := range e.Layouts(tc) {
 		if l == q {
 			return e.groupedAt(ch, tc, qi)

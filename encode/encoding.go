@@ -11,6 +11,7 @@ import (
 
 	"hap/cost"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Encoding is the planning problem of one forward graph on one cluster,
@@ -35,7 +36,7 @@ import (
 type Encoding struct {
 	G        *ir.Graph
 	N        int
-	Segs     []Segment // Units set; Lengths chosen by the solver
+	Segs     []spmd.Segment // Units set; Lengths chosen by the solver
 	Classes  []OpClass
 	Tensors  []TensorClass
 	Capacity []float64 // bytes per device
@@ -57,7 +58,7 @@ type Encoding struct {
 	// coll holds collCoeffs by (tensor class, layout), layouts each
 	// class's Layouts; both are filled when the encoding is built.
 	coll    map[collKey]Coll
-	layouts [][]Layout
+	layouts [][]spmd.Layout
 	// blocks is the step-time timeline (timeline.go); terms its terms,
 	// and flat the same terms as indices into one device's timelineTerms
 	// and bucket sums, in the same order (Evaluate's bucketSums).
@@ -84,7 +85,7 @@ type Encoding struct {
 
 type collKey struct {
 	tc int
-	l  Layout
+	l  spmd.Layout
 }
 
 // EncodeOptions shape the encoding.
@@ -118,7 +119,7 @@ const DefaultMemoryFraction = 0.9
 type OpClass struct {
 	Name  string
 	Ops   []ir.OpID
-	Rules []Rule
+	Rules []spmd.Rule
 	// WorkSeg is, per rule, the segment that splits its work (−1: every
 	// device does all of it).
 	WorkSeg []int
@@ -251,7 +252,7 @@ type TensorClass struct {
 	// Producer is the producing op class and output index (−1 for leaves).
 	Producer, OutIdx int
 	// LeafLayouts are the candidate layouts of a leaf class.
-	LeafLayouts []Layout
+	LeafLayouts []spmd.Layout
 	// Update is per device the optimizer's seconds for all Tensors (params)
 	// at share 1; StateFactor the optimizer state per parameter byte.
 	Update []float64
@@ -277,7 +278,7 @@ type TensorClass struct {
 
 // Encode builds the encoding of forward graph g with candidate segments
 // segs on the cluster priced by m.
-func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Encoding, error) {
+func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) (*Encoding, error) {
 	if opt.MemoryFraction == 0 {
 		opt.MemoryFraction = DefaultMemoryFraction
 	}
@@ -409,7 +410,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		if !ok {
 			ci = len(e.Classes)
 			okeys[k] = ci
-			rules := Rules(g, op, segs)
+			rules := spmd.Rules(g, op, segs)
 			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n), TimeW: make([]float64, n)}
 			for _, r := range rules {
 				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
@@ -525,10 +526,10 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 		if tc.Producer >= 0 {
 			continue
 		}
-		tc.LeafLayouts = []Layout{I}
+		tc.LeafLayouts = []spmd.Layout{spmd.I}
 		for d := range tc.Shape {
 			for s := range segs {
-				if l := G(d, s); Fits(l, tc.Shape, segs) {
+				if l := spmd.G(d, s); spmd.Fits(l, tc.Shape, segs) {
 					tc.LeafLayouts = append(tc.LeafLayouts, l)
 				}
 			}
@@ -551,7 +552,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	// loss; backward seeds every device with 1). Without a rule of the
 	// loss's op that leaves a partial sum, no choice is valid: say so now
 	// rather than hand the solver an infeasible model.
-	if lc := &e.Classes[e.LossClass()]; !slices.ContainsFunc(lc.Rules, func(r Rule) bool { return r.Out[0] == R }) {
+	if lc := &e.Classes[e.LossClass()]; !slices.ContainsFunc(lc.Rules, func(r spmd.Rule) bool { return r.Out[0] == spmd.R }) {
 		op := &g.Ops[lc.Ops[0]]
 		return nil, fmt.Errorf("the loss %q (op %q, %s) cannot end as Reduce: none of its %d sharding rules over the segments %s leaves a partial sum (split its input's first dimension by a segment)",
 			g.Tensors[g.Loss].Name, op.Name, op.Kind, len(lc.Rules), SegmentNames(segs))
@@ -563,13 +564,13 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 	// Every class's layouts and collective coefficients, computed now so
 	// that an Encoding is read-only once built: Evaluate may run on
 	// several goroutines.
-	e.layouts = make([][]Layout, len(e.Tensors))
+	e.layouts = make([][]spmd.Layout, len(e.Tensors))
 	e.coll = map[collKey]Coll{}
 	for ti := range e.Tensors {
 		e.layouts[ti] = e.computeLayouts(ti)
 		tc := &e.Tensors[ti]
 		for _, l := range e.layouts[ti] {
-			if l.Kind == Gather || l == I {
+			if l.Kind == spmd.Gather || l == spmd.I {
 				e.coll[e.collKeyOf(tc, l)] = e.computeColl(tc, l)
 			}
 		}
@@ -581,7 +582,7 @@ func Encode(g *ir.Graph, segs []Segment, m *cost.Model, opt EncodeOptions) (*Enc
 }
 
 // SegmentNames lists segments for messages: "[batch(32) heads(12)]".
-func SegmentNames(segs []Segment) string {
+func SegmentNames(segs []spmd.Segment) string {
 	names := make([]string, len(segs))
 	for i, s := range segs {
 		names[i] = fmt.Sprintf("%s(%d)", s.Name, s.Units)
@@ -590,10 +591,10 @@ func SegmentNames(segs []Segment) string {
 }
 
 // workSeg: the segment of the first Gather layout among a rule's operands.
-func workSeg(r Rule) int {
-	for _, ls := range [][]Layout{r.Out, r.In} {
+func workSeg(r spmd.Rule) int {
+	for _, ls := range [][]spmd.Layout{r.Out, r.In} {
 		for _, l := range ls {
-			if l.Kind == Gather {
+			if l.Kind == spmd.Gather {
 				return l.Seg
 			}
 		}
@@ -643,7 +644,7 @@ type Coll struct {
 
 // collCoeffs prices tensor class tc's collectives for a Gather layout on
 // segment s (dim d).
-func (e *Encoding) collCoeffs(tc *TensorClass, l Layout) Coll {
+func (e *Encoding) collCoeffs(tc *TensorClass, l spmd.Layout) Coll {
 	if c, ok := e.coll[e.collKeyOf(tc, l)]; ok {
 		return c
 	}
@@ -652,15 +653,15 @@ func (e *Encoding) collCoeffs(tc *TensorClass, l Layout) Coll {
 
 // collKeyOf keys tensor class tc's collectives in layout l (every
 // non-Gather layout's as Identity's).
-func (e *Encoding) collKeyOf(tc *TensorClass, l Layout) collKey {
+func (e *Encoding) collKeyOf(tc *TensorClass, l spmd.Layout) collKey {
 	k := collKey{e.tclassOf[tc.Tensors[0]], l}
-	if l.Kind != Gather {
-		k.l = I
+	if l.Kind != spmd.Gather {
+		k.l = spmd.I
 	}
 	return k
 }
 
-func (e *Encoding) computeColl(tc *TensorClass, l Layout) Coll {
+func (e *Encoding) computeColl(tc *TensorClass, l spmd.Layout) Coll {
 	var c Coll
 	grp := e.group()
 	m := e.model
@@ -673,7 +674,7 @@ func (e *Encoding) computeColl(tc *TensorClass, l Layout) Coll {
 		return t
 	}
 	c.AllReduce = evenCall(cost.AllReduce, tc.Bytes)
-	if l.Kind != Gather {
+	if l.Kind != spmd.Gather {
 		return c
 	}
 	seg := &e.Segs[l.Seg]
@@ -773,7 +774,7 @@ type Breakdown struct {
 }
 
 // share is device d's fraction of segment s (1 for −1).
-func share(lengths [][]int, segs []Segment, s, d int) float64 {
+func share(lengths [][]int, segs []spmd.Segment, s, d int) float64 {
 	if s < 0 {
 		return 1
 	}
@@ -786,21 +787,21 @@ var ErrInfeasibleChoice = fmt.Errorf("infeasible choice")
 // Layouts are the layouts a tensor class can take, numbered by their index
 // here: its leaf layouts, or every layout its producer's rules and
 // consumers' rules use.
-func (e *Encoding) Layouts(tc int) []Layout {
+func (e *Encoding) Layouts(tc int) []spmd.Layout {
 	return e.layouts[tc]
 }
 
-func (e *Encoding) computeLayouts(tc int) []Layout {
-	seen := map[Layout]bool{}
-	var out []Layout
-	add := func(l Layout) {
+func (e *Encoding) computeLayouts(tc int) []spmd.Layout {
+	seen := map[spmd.Layout]bool{}
+	var out []spmd.Layout
+	add := func(l spmd.Layout) {
 		if !seen[l] {
 			seen[l] = true
 			out = append(out, l)
 		}
 	}
 	t := &e.Tensors[tc]
-	add(I)
+	add(spmd.I)
 	if t.Producer < 0 {
 		for _, l := range t.LeafLayouts {
 			add(l)
@@ -820,9 +821,9 @@ func (e *Encoding) computeLayouts(tc int) []Layout {
 }
 
 // Have is the layout tensor class tc is produced in under ch.
-func (e *Encoding) Have(ch *Choice, tc int) Layout { return e.have(ch, tc) }
+func (e *Encoding) Have(ch *Choice, tc int) spmd.Layout { return e.have(ch, tc) }
 
-func (e *Encoding) have(ch *Choice, tc int) Layout {
+func (e *Encoding) have(ch *Choice, tc int) spmd.Layout {
 	t := &e.Tensors[tc]
 	if t.Producer < 0 {
 		return t.LeafLayouts[ch.Leaf[tc]]
@@ -833,20 +834,20 @@ func (e *Encoding) have(ch *Choice, tc int) Layout {
 // Needs is the set of layouts tc's consumers read under ch, closed under
 // the canonical conversions: a Gather needed from a different Gather goes
 // through Identity, unless the choice makes it by all-to-all.
-func (e *Encoding) Needs(ch *Choice, tc int) LayoutSet {
+func (e *Encoding) Needs(ch *Choice, tc int) spmd.LayoutSet {
 	return e.appendNeeds(nil, ch, tc)
 }
 
 // appendNeeds appends Needs(ch, tc) to dst[:0], reusing its memory.
-func (e *Encoding) appendNeeds(dst LayoutSet, ch *Choice, tc int) LayoutSet {
+func (e *Encoding) appendNeeds(dst spmd.LayoutSet, ch *Choice, tc int) spmd.LayoutSet {
 	need := dst[:0]
 	for _, cs := range e.Tensors[tc].Consumers {
 		need = need.Add(e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]])
 	}
-	if h := e.have(ch, tc); h.Kind == Gather && !e.allToAll(ch, tc, h, need) {
+	if h := e.have(ch, tc); h.Kind == spmd.Gather && !e.allToAll(ch, tc, h, need) {
 		for _, q := range need {
-			if q.Kind == Gather && q != h {
-				return need.Add(I)
+			if q.Kind == spmd.Gather && q != h {
+				return need.Add(spmd.I)
 			}
 		}
 	}
@@ -859,7 +860,7 @@ func (e *Encoding) appendNeeds(dst LayoutSet, ch *Choice, tc int) LayoutSet {
 // every Gather a free slice), every other Gather read cuts a different
 // dimension (all-to-all moves the cut from one dimension to another), at
 // least one is read, and the tensor is floating-point.
-func (e *Encoding) allToAll(ch *Choice, tc int, h Layout, read LayoutSet) bool {
+func (e *Encoding) allToAll(ch *Choice, tc int, h spmd.Layout, read spmd.LayoutSet) bool {
 	return ch.AllToAll != nil && ch.AllToAll[tc] && e.allToAllPossible(tc, h, read)
 }
 
@@ -867,7 +868,7 @@ func (e *Encoding) allToAll(ch *Choice, tc int, h Layout, read LayoutSet) bool {
 // how tensor class tc's layouts are made under ch (the local search tries
 // the flag only there).
 func (e *Encoding) AllToAllApplies(ch *Choice, tc int) bool {
-	var read LayoutSet
+	var read spmd.LayoutSet
 	for _, cs := range e.Tensors[tc].Consumers {
 		read = read.Add(e.Classes[cs[0]].Rules[ch.Rule[cs[0]]].In[cs[1]])
 	}
@@ -883,16 +884,16 @@ func (e *Encoding) AllToAllApplies(ch *Choice, tc int) bool {
 func (t *TensorClass) allToAllCandidate() bool { return !t.Integer && t.Producer >= 0 }
 
 // allToAllPossible is allToAll without the choice's flag.
-func (e *Encoding) allToAllPossible(tc int, h Layout, read LayoutSet) bool {
-	if h.Kind != Gather || e.opt.NoAllToAll || !e.Tensors[tc].allToAllCandidate() {
+func (e *Encoding) allToAllPossible(tc int, h spmd.Layout, read spmd.LayoutSet) bool {
+	if h.Kind != spmd.Gather || e.opt.NoAllToAll || !e.Tensors[tc].allToAllCandidate() {
 		return false
 	}
 	some := false
 	for _, q := range read {
 		switch {
-		case q == I:
+		case q == spmd.I:
 			return false
-		case q.Kind == Gather && q != h:
+		case q.Kind == spmd.Gather && q != h:
 			if q.Dim == h.Dim {
 				return false
 			}
@@ -933,7 +934,7 @@ func (e *Encoding) usesAllToAll(ch *Choice, tc int) bool {
 // allToAllSeconds is the time of one all-to-all of a tensor of class t
 // held in Gather layout l under lengths: every device sends what it holds
 // of the tensor (bytes in proportion to its length of l's segment).
-func (e *Encoding) allToAllSeconds(t *TensorClass, l Layout, lengths [][]int) float64 {
+func (e *Encoding) allToAllSeconds(t *TensorClass, l spmd.Layout, lengths [][]int) float64 {
 	ls, U := lengths[l.Seg], float64(e.Segs[l.Seg].Units)
 	worst := 0.0
 	for r, k := range e.a2a.PerRank {
@@ -1007,9 +1008,9 @@ func (e *Encoding) tensorComm(ch *Choice, ti int) (sec commSeconds, viaIdentity 
 
 // tensorCommFor is tensorComm given the layout h tensor class ti is made
 // in and the layouts it is read in (Needs).
-func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (sec commSeconds, viaIdentity bool, err error) {
+func (e *Encoding) tensorCommFor(ch *Choice, ti int, h spmd.Layout, need spmd.LayoutSet) (sec commSeconds, viaIdentity bool, err error) {
 	t := &e.Tensors[ti]
-	if t.Integer && h.Kind != Identity {
+	if t.Integer && h.Kind != spmd.Identity {
 		for _, q := range need {
 			if q != h {
 				return sec, false, fmt.Errorf("%w: integer tensor %s is %s but a consumer needs %s (no collective moves integers)", ErrInfeasibleChoice, t.Name, h, q)
@@ -1018,18 +1019,18 @@ func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (
 	}
 	same := func(s float64) commSeconds { return commSeconds{s, s} }
 	switch h.Kind {
-	case Identity:
-		if need.Has(R) {
+	case spmd.Identity:
+		if need.Has(spmd.R) {
 			return sec, false, fmt.Errorf("%w: %s is Identity but a consumer needs Reduce", ErrInfeasibleChoice, t.Name)
 		}
 		return sec, false, nil
-	case Gather:
-		if need.Has(I) {
-			return same(e.gatherCost(ch, ti, h, I, 0)), false, nil
+	case spmd.Gather:
+		if need.Has(spmd.I) {
+			return same(e.gatherCost(ch, ti, h, spmd.I, 0)), false, nil
 		}
 		if e.allToAll(ch, ti, h, need) {
 			for _, q := range need {
-				if q.Kind == Gather && q != h {
+				if q.Kind == spmd.Gather && q != h {
 					sec.Forward += e.allToAllSeconds(t, h, ch.Lengths)
 					sec.Adjoint += e.allToAllSeconds(t, q, ch.Lengths)
 				}
@@ -1037,13 +1038,13 @@ func (e *Encoding) tensorCommFor(ch *Choice, ti int, h Layout, need LayoutSet) (
 		}
 		return sec, false, nil
 	}
-	ar := e.collCoeffs(t, I).AllReduce
-	if need.Has(I) {
+	ar := e.collCoeffs(t, spmd.I).AllReduce
+	if need.Has(spmd.I) {
 		return same(ar), true, nil
 	}
 	rs, gathers := 0.0, 0
 	for _, q := range e.Layouts(ti) {
-		if q.Kind == Gather && need.Has(q) {
+		if q.Kind == spmd.Gather && need.Has(q) {
 			rs += e.gatherCost(ch, ti, q, q, 1)
 			gathers++
 		}
@@ -1078,18 +1079,18 @@ const padNegligible = 1e-9
 // three L4s, a VGG19 plan gathered fc2's weight and sliced it into
 // another Gather, and its 0.37 ms pad (with 0.21 ms of others) put the
 // planner 4.6% under the simulator.
-func (e *Encoding) padTimes(ch *Choice, ti, d int, h Layout, need LayoutSet, via bool) (fwd, bwd float64) {
+func (e *Encoding) padTimes(ch *Choice, ti, d int, h spmd.Layout, need spmd.LayoutSet, via bool) (fwd, bwd float64) {
 	t := &e.Tensors[ti]
 	whole := t.PadWhole[d]
 	if whole == 0 {
 		return 0, 0
 	}
-	if h.Kind == Gather && need.Has(R) {
+	if h.Kind == spmd.Gather && need.Has(spmd.R) {
 		fwd = whole * (1 + share(ch.Lengths, e.Segs, h.Seg, d))
 	}
-	if t.ReqGrad && (h.Kind == Identity || need.Has(I) || via) {
+	if t.ReqGrad && (h.Kind == spmd.Identity || need.Has(spmd.I) || via) {
 		for _, q := range need {
-			if q.Kind == Gather && q != h {
+			if q.Kind == spmd.Gather && q != h {
 				bwd += whole * (1 + share(ch.Lengths, e.Segs, q.Seg, d))
 			}
 		}
@@ -1107,13 +1108,13 @@ func (e *Encoding) hasCollective(ch *Choice, ti int) bool {
 
 // collectiveBetween reports whether making the layouts need of tensor
 // class ti from have takes a collective.
-func (e *Encoding) collectiveBetween(ch *Choice, ti int, have Layout, need LayoutSet) bool {
+func (e *Encoding) collectiveBetween(ch *Choice, ti int, have spmd.Layout, need spmd.LayoutSet) bool {
 	switch have.Kind {
-	case Gather:
-		return need.Has(I) || e.allToAll(ch, ti, have, need)
-	case Reduce:
+	case spmd.Gather:
+		return need.Has(spmd.I) || e.allToAll(ch, ti, have, need)
+	case spmd.Reduce:
 		for _, q := range need {
-			if q != R {
+			if q != spmd.R {
 				return true
 			}
 		}
@@ -1123,7 +1124,7 @@ func (e *Encoding) collectiveBetween(ch *Choice, ti int, have Layout, need Layou
 
 // gatherCost: k = 0 all-gather, 1 reduce-scatter, of Gather layout l,
 // making layout target (whose method the choice records).
-func (e *Encoding) gatherCost(ch *Choice, ti int, l, target Layout, k int) float64 {
+func (e *Encoding) gatherCost(ch *Choice, ti int, l, target spmd.Layout, k int) float64 {
 	c := e.collCoeffs(&e.Tensors[ti], l)
 	ls := ch.Lengths[l.Seg]
 	if e.grouped(ch, ti, target) {
@@ -1134,9 +1135,9 @@ func (e *Encoding) gatherCost(ch *Choice, ti int, l, target Layout, k int) float
 
 // ProducedLayouts reports which layout kinds tensor class tc can be
 // produced in.
-func (e *Encoding) ProducedLayouts(tc int) map[PropKind]bool {
+func (e *Encoding) ProducedLayouts(tc int) map[spmd.PropKind]bool {
 	t := &e.Tensors[tc]
-	out := map[PropKind]bool{}
+	out := map[spmd.PropKind]bool{}
 	if t.Producer < 0 {
 		for _, l := range t.LeafLayouts {
 			out[l.Kind] = true
@@ -1203,7 +1204,7 @@ func weightTail(step *ir.Graph, nf int) []int {
 // costs.
 func (e *Encoding) SegmentsUsed(ch *Choice) []bool {
 	used := make([]bool, len(e.Segs))
-	mark := func(l Layout) {
+	mark := func(l spmd.Layout) {
 		if s := layoutSeg(l); s >= 0 {
 			used[s] = true
 		}

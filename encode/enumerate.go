@@ -1,5 +1,7 @@
 package encode
 
+import "hap/spmd"
+
 // This file enumerates the choice space exhaustively: the oracle the
 // solver's answers are checked against on small cases (solve's and plan's
 // exhaustive tests). It is exponential in the op and leaf classes and in
@@ -21,7 +23,7 @@ func (e *Encoding) MethodApplies(ch *Choice, ti, qi int) bool {
 	if !need.Has(q) || q == h {
 		return false
 	}
-	return (h.Kind == Gather && q.Kind == Identity) || (h.Kind == Reduce && q.Kind == Gather && !need.Has(I))
+	return (h.Kind == spmd.Gather && q.Kind == spmd.Identity) || (h.Kind == spmd.Reduce && q.Kind == spmd.Gather && !need.Has(spmd.I))
 }
 
 // Enumerate calls f with every distinct choice of e: every rule of every
@@ -130,7 +132,7 @@ func (e *Encoding) Enumerate(f func(ch *Choice) bool) {
 			if stopped {
 				return
 			}
-			if ci == lc && r.Out[0] != R {
+			if ci == lc && r.Out[0] != spmd.R {
 				continue
 			}
 			ch.Rule[ci] = ri

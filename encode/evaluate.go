@@ -5,6 +5,7 @@ import (
 
 	"hap/cost"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Evaluate prices a choice under the encoding's cost model, or returns
@@ -74,7 +75,7 @@ type evalScratch struct {
 	rep, reps []int
 	terms     []timelineTerms
 	coll      []bool
-	need      LayoutSet
+	need      spmd.LayoutSet
 	needI     []bool // per tensor class, whether it is read in Identity (Needs)
 	ml        memoryLayouts
 	timeline  timelineScratch
@@ -96,7 +97,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		}
 	}
 	lc := e.LossClass()
-	if e.Classes[lc].Rules[ch.Rule[lc]].Out[0] != R {
+	if e.Classes[lc].Rules[ch.Rule[lc]].Out[0] != spmd.R {
 		return fmt.Errorf("%w: the loss is not Reduce", ErrInfeasibleChoice)
 	}
 	// Devices of one type holding the same lengths of every segment are
@@ -175,9 +176,9 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 				br.Compute[d] += t.Update[d] * sh
 				terms[d].update += t.Update[d] * sh
 			}
-			if h.Kind == Identity {
+			if h.Kind == spmd.Identity {
 				// The replicated parameter's gradient is all-reduced.
-				ar := e.collCoeffs(t, I).AllReduce
+				ar := e.collCoeffs(t, spmd.I).AllReduce
 				br.Comm += count * ar
 				for _, d := range reps {
 					terms[d].grad[ti] = ar
@@ -185,7 +186,7 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 			}
 		}
 		s.need = e.appendNeeds(s.need, ch, ti)
-		s.needI[ti] = s.need.Has(I)
+		s.needI[ti] = s.need.Has(spmd.I)
 		coll[ti] = e.collectiveBetween(ch, ti, h, s.need)
 		sec, via, err := e.tensorCommFor(ch, ti, h, s.need)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"hap/cost"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 )
 
 // Evaluate adds the timeline's and the memory model's terms through flat
@@ -30,7 +31,7 @@ func TestFlatTermsAddUpAsTheTerms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := Encode(g, []Segment{{Name: "batch", Units: g.Tensors[g.TensorsOfKind(ir.Input)[0]].Shape[0]}}, m, EncodeOptions{})
+		e, err := Encode(g, []spmd.Segment{{Name: "batch", Units: g.Tensors[g.TensorsOfKind(ir.Input)[0]].Shape[0]}}, m, EncodeOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"hap/cost"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Gradient sums.
@@ -103,17 +104,17 @@ func (e *Encoding) evenShare(ch *Choice, s, d int) float64 {
 // device d under ch beyond its readers' adds (OpClass.Acc, TimeS
 // included), made in h and read in need: −a(h) and each conversion's
 // a(from) − a(made). It can be negative.
-func (e *Encoding) sumTreeSeconds(ch *Choice, ti, d int, h Layout, need LayoutSet) float64 {
+func (e *Encoding) sumTreeSeconds(ch *Choice, ti, d int, h spmd.Layout, need spmd.LayoutSet) float64 {
 	whole := e.Tensors[ti].SumAdd
 	if whole == nil {
 		return 0
 	}
-	a := func(l Layout) float64 { return whole[d] * e.evenShare(ch, layoutSeg(l), d) }
+	a := func(l spmd.Layout) float64 { return whole[d] * e.evenShare(ch, layoutSeg(l), d) }
 	sec := -a(h)
 	byAllToAll := e.allToAll(ch, ti, h, need)
 	gathered := false // a Gather other than h is made through Identity (or from Reduce)
 	for _, q := range need {
-		if q.Kind != Gather || q == h {
+		if q.Kind != spmd.Gather || q == h {
 			continue
 		}
 		if byAllToAll {
@@ -123,11 +124,11 @@ func (e *Encoding) sumTreeSeconds(ch *Choice, ti, d int, h Layout, need LayoutSe
 		sec += whole[d] - a(q)
 		gathered = true
 	}
-	if h.Kind == Gather {
-		if need.Has(I) || gathered {
+	if h.Kind == spmd.Gather {
+		if need.Has(spmd.I) || gathered {
 			sec += a(h) - whole[d]
 		}
-		if need.Has(R) {
+		if need.Has(spmd.R) {
 			sec += a(h) - whole[d]
 		}
 	}
@@ -172,7 +173,7 @@ func (e *Encoding) sumTreeLeast(ti, d int) float64 {
 // flag is held to where it applies (allToAllPossible): 0 when a reader
 // reads Identity, or, made in a Gather, another Gather of its dimension —
 // choices that the flag, set, would not change.
-func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, have func(int, Layout) lin, sum []lin,
+func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[spmd.Layout]bool, have func(int, spmd.Layout) lin, sum []lin,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	t := &e.Tensors[ti]
 	if t.SumAdd == nil {
@@ -182,12 +183,12 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 	whole := func(g int) float64 { return milpTime * t.SumAdd[e.Groups[g][0]] }
 	// reads[q]: the consumer rules that read the tensor in q, summed: at
 	// every integer point at least 1 exactly when some reader reads q.
-	reads := map[Layout]lin{}
+	reads := map[spmd.Layout]lin{}
 	// byClass[c][q]: those of consumer class c.
-	byClass := map[int]map[Layout]lin{}
+	byClass := map[int]map[spmd.Layout]lin{}
 	for _, cs := range t.Consumers {
 		if byClass[cs[0]] == nil {
-			byClass[cs[0]] = map[Layout]lin{}
+			byClass[cs[0]] = map[spmd.Layout]lin{}
 		}
 		for ri, r := range e.Classes[cs[0]].Rules {
 			q := r.In[cs[1]]
@@ -209,7 +210,7 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 	// solver takes to its upper bounds (sign < 0) or lower ones (sign > 0):
 	// for a Gather, the group's even share of the add, a column z with
 	// z ≥ L − U·(1 − on) (sign > 0) or z ≤ L, z ≤ U·on (sign < 0).
-	add := func(sign float64, l Layout, on lin, owner string) {
+	add := func(sign float64, l spmd.Layout, on lin, owner string) {
 		s := layoutSeg(l)
 		for g := range e.Groups {
 			if s < 0 {
@@ -243,9 +244,9 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 		}
 	}
 	// differentDims: an all-to-all can make q from h.
-	differentDims := func(h, q Layout) bool { return a2a >= 0 && h.Kind == Gather && h.Dim != q.Dim }
+	differentDims := func(h, q spmd.Layout) bool { return a2a >= 0 && h.Kind == spmd.Gather && h.Dim != q.Dim }
 	for _, q := range layouts {
-		if q.Kind != Gather || reads[q] == nil {
+		if q.Kind != spmd.Gather || reads[q] == nil {
 			continue
 		}
 		need := v.need[ti][q]
@@ -261,7 +262,7 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 			}
 			row(name("m%s_%s", q, h), -1, inf, l) // m ≥ need(q) + have(h) − 1 [− a2a]
 		}
-		add(1, I, lin{m: 1}, fmt.Sprintf("m%s", q))
+		add(1, spmd.I, lin{m: 1}, fmt.Sprintf("m%s", q))
 		add(-1, q, lin{m: 1}, fmt.Sprintf("m%s", q))
 		for _, h := range layouts {
 			if !produced[h] || h == q || !differentDims(h, q) {
@@ -280,13 +281,13 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 		}
 	}
 	for _, h := range layouts {
-		if !produced[h] || h.Kind != Gather {
+		if !produced[h] || h.Kind != spmd.Gather {
 			continue
 		}
 		gathers := lin{} // the readers that make h gathered
-		addScaled(gathers, reads[I], 1)
+		addScaled(gathers, reads[spmd.I], 1)
 		for _, q := range layouts {
-			if q.Kind != Gather || q == h || reads[q] == nil {
+			if q.Kind != spmd.Gather || q == h || reads[q] == nil {
 				continue
 			}
 			u := col(name("u%s_%s", h, q), 0, 1, false)
@@ -297,9 +298,9 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 			gathers.add(u, 1)
 		}
 		for _, via := range []struct {
-			made    Layout
+			made    spmd.Layout
 			readers lin
-		}{{I, gathers}, {R, reads[R]}} {
+		}{{spmd.I, gathers}, {spmd.R, reads[spmd.R]}} {
 			if len(via.readers) == 0 {
 				continue
 			}
@@ -318,18 +319,18 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[Layout]bool, ha
 	// class c, and, made in Gather h, a2a + have(h) + Σ x(c reads another
 	// Gather of h's dimension) ≤ 2.
 	for _, c := range sortedKeys(byClass) {
-		if xs := byClass[c][I]; xs != nil {
+		if xs := byClass[c][spmd.I]; xs != nil {
 			l := lin{a2a: 1}
 			addScaled(l, xs, 1)
 			row(name("flagI_%d", c), -inf, 1, l)
 		}
 		for _, h := range layouts {
-			if !produced[h] || h.Kind != Gather {
+			if !produced[h] || h.Kind != spmd.Gather {
 				continue
 			}
 			same := lin{}
 			for q, xs := range byClass[c] {
-				if q.Kind == Gather && q != h && q.Dim == h.Dim {
+				if q.Kind == spmd.Gather && q != h && q.Dim == h.Dim {
 					for x := range xs {
 						same[x] = 1
 					}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"hap/ir"
+	"hap/spmd"
 )
 
 // The memory model: each device's peak, as the simulator measures it for
@@ -77,14 +78,14 @@ func (e *Encoding) residentFactor(t *TensorClass) float64 {
 // output or a copy of it); for a leaf, when q is not the leaf's layout —
 // or when it is Identity on a parameter, which lowering passes through a
 // replicate op (whose adjoint all-reduces the gradient) into a copy.
-func heldCopy(t *TensorClass, q, have Layout) bool {
-	return t.Producer >= 0 || q != have || (t.Kind == ir.Param && q == I)
+func heldCopy(t *TensorClass, q, have spmd.Layout) bool {
+	return t.Producer >= 0 || q != have || (t.Kind == ir.Param && q == spmd.I)
 }
 
 // appendHeldLayouts appends to dst the layouts in which tensor class ti is
 // held from forward into backward under ch, beyond its resident leaf, each
 // once.
-func (e *Encoding) appendHeldLayouts(dst []Layout, ch *Choice, ti int) []Layout {
+func (e *Encoding) appendHeldLayouts(dst []spmd.Layout, ch *Choice, ti int) []spmd.Layout {
 	t := &e.Tensors[ti]
 	h := e.have(ch, ti)
 	start := len(dst)
@@ -106,9 +107,9 @@ func (e *Encoding) appendHeldLayouts(dst []Layout, ch *Choice, ti int) []Layout 
 // produced in and those it is held in (appendHeldLayouts): what peakMemory needs
 // of the program, the same for every device.
 type memoryLayouts struct {
-	have []Layout
-	held [][]Layout
-	buf  []Layout // held's backing array
+	have []spmd.Layout
+	held [][]spmd.Layout
+	buf  []spmd.Layout // held's backing array
 	// transient is, per block, its largest whole transient
 	// (wholeTransient), the same on every device.
 	transient []float64
@@ -174,11 +175,11 @@ func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice, needI []bool
 // gathered whole only to be sliced into another layout, and padded whole
 // again in backward — and as large as everything else a tiny model
 // holds; the peak counts the largest of its block's (transientTerms).
-func (e *Encoding) wholeTransient(ti int, have Layout, held []Layout, needI bool) bool {
-	if e.Tensors[ti].Producer >= 0 && have.Kind != Gather && !slices.Contains(held, have) {
+func (e *Encoding) wholeTransient(ti int, have spmd.Layout, held []spmd.Layout, needI bool) bool {
+	if e.Tensors[ti].Producer >= 0 && have.Kind != spmd.Gather && !slices.Contains(held, have) {
 		return true
 	}
-	return needI && have != I && !slices.Contains(held, I)
+	return needI && have != spmd.I && !slices.Contains(held, spmd.I)
 }
 
 // peakMemory is device d's peak bytes under ch, whose layouts are ml (the
@@ -247,8 +248,8 @@ func (e *Encoding) memoryTerms() []flatTerm {
 
 // layoutSeg is the segment splitting a tensor in layout l; −1 when every
 // device holds all of it.
-func layoutSeg(l Layout) int {
-	if l.Kind == Gather {
+func layoutSeg(l spmd.Layout) int {
+	if l.Kind == spmd.Gather {
 		return l.Seg
 	}
 	return -1
@@ -288,7 +289,7 @@ func (e *Encoding) wholeMemory() (resident, held, grad float64) {
 func (e *Encoding) MemoryMayBind() bool {
 	resident, _, grad := e.wholeMemory()
 	most := resident + grad
-	noHave := func(int, Layout) lin { return lin{} }
+	noHave := func(int, spmd.Layout) lin { return lin{} }
 	largest := 0.0
 	for i := range e.Tensors {
 		t := &e.Tensors[i]
@@ -311,7 +312,7 @@ func (e *Encoding) MemoryMayBind() bool {
 // heldBound: the tensor is held in layout q whenever one of the lower
 // expressions is 1.
 type heldBound struct {
-	q     Layout
+	q     spmd.Layout
 	lower []lin
 }
 
@@ -320,11 +321,11 @@ type heldBound struct {
 // produced layout if its producer saves it; held in q if a consumer that
 // saves its input reads it in q (minus have(q) when that is the resident
 // leaf itself). Layouts come in a fixed order: produced, then consumers'.
-func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []heldBound {
+func (e *Encoding) heldBounds(ti int, have func(int, spmd.Layout) lin, x [][]int) []heldBound {
 	t := &e.Tensors[ti]
 	var out []heldBound
-	at := map[Layout]int{}
-	add := func(q Layout, lb lin) {
+	at := map[spmd.Layout]int{}
+	add := func(q spmd.Layout, lb lin) {
 		k, ok := at[q]
 		if !ok {
 			k = len(out)
@@ -345,8 +346,8 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 		if !t.ConsumerSaves[k] {
 			continue
 		}
-		reads := map[Layout]lin{} // q → Σ x over the consumer's rules reading q
-		var order []Layout
+		reads := map[spmd.Layout]lin{} // q → Σ x over the consumer's rules reading q
+		var order []spmd.Layout
 		for ri, r := range e.Classes[cs[0]].Rules {
 			q := r.In[cs[1]]
 			if reads[q] == nil {
@@ -359,7 +360,7 @@ func (e *Encoding) heldBounds(ti int, have func(int, Layout) lin, x [][]int) []h
 		}
 		for _, q := range order {
 			lb := reads[q]
-			if t.Producer < 0 && !(t.Kind == ir.Param && q == I) {
+			if t.Producer < 0 && !(t.Kind == ir.Param && q == spmd.I) {
 				// Reading the leaf in its own layout holds nothing new.
 				for c, val := range have(ti, q) {
 					lb.add(c, -val)
@@ -462,7 +463,7 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 // its LP form (2τ + Σ max(0, B_t·w_t − τ)) doubled the joint MILP's time
 // on bert-moe paper-32 (15.5 → 31 s, the same plan), where this one costs
 // nothing measurable.
-func (e *Encoding) transientTerms(have func(int, Layout) lin, heldCol []map[Layout]int, need []map[Layout]int, capped bool,
+func (e *Encoding) transientTerms(have func(int, spmd.Layout) lin, heldCol []map[spmd.Layout]int, need []map[spmd.Layout]int, capped bool,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []lin {
 	inf := math.Inf(1)
 	w := make([]int, len(e.Tensors)) // the indicator column, −1: never whole
@@ -471,23 +472,23 @@ func (e *Encoding) transientTerms(have func(int, Layout) lin, heldCol []map[Layo
 		t := &e.Tensors[ti]
 		w[ti] = -1
 		var lower []lin
-		minusHeld := func(l lin, q Layout) lin {
+		minusHeld := func(l lin, q spmd.Layout) lin {
 			if c, ok := heldCol[ti][q]; ok {
 				l.add(c, -1)
 			}
 			return l
 		}
 		if t.Producer >= 0 {
-			for _, q := range []Layout{I, R} {
+			for _, q := range []spmd.Layout{spmd.I, spmd.R} {
 				if h := have(ti, q); len(h) > 0 {
 					lower = append(lower, minusHeld(h, q))
 				}
 			}
 		}
-		if c, ok := need[ti][I]; ok {
+		if c, ok := need[ti][spmd.I]; ok {
 			l := lin{c: 1}
-			addScaled(l, have(ti, I), -1)
-			lower = append(lower, minusHeld(l, I))
+			addScaled(l, have(ti, spmd.I), -1)
+			lower = append(lower, minusHeld(l, spmd.I))
 		}
 		if len(lower) == 0 {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"hap/ir"
 	"hap/milp"
+	"hap/spmd"
 )
 
 // Units inside the MILP. Step times are ~1e-5..1 s and memory ~1e9 B;
@@ -31,7 +32,7 @@ type MILPVars struct {
 	ceil    [][]int       // segment, device group: its first device's units, ⌈L/size⌉ (−1: a group of one)
 	grouped []map[int]int // tensor class: layout index → method column (1 = grouped)
 	a2a     []int         // tensor class: the all-to-all column (Choice.AllToAll), −1 for none
-	need    []map[Layout]int
+	need    []map[spmd.Layout]int
 	nz      [][]int
 	full    [][]int // segment, device group: 1 when every device of the group holds a unit (−1: a group of one)
 	T       int
@@ -214,7 +215,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		v.x = append(v.x, make([]int, len(c.Rules)))
 		for ri, r := range c.Rules {
 			hi := 1.0
-			if ci == lc && r.Out[0] != R {
+			if ci == lc && r.Out[0] != spmd.R {
 				hi = 0 // the loss must end as Reduce
 			}
 			v.x[ci][ri] = col(fmt.Sprintf("x_%d_%d", ci, ri), 0, hi, true)
@@ -239,7 +240,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	}
 	// have(t, l): the expression that is 1 when tensor class t is produced
 	// in layout l.
-	have := func(ti int, l Layout) lin {
+	have := func(ti int, l spmd.Layout) lin {
 		t := &e.Tensors[ti]
 		h := lin{}
 		if t.Producer < 0 {
@@ -339,7 +340,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	memoryBinds := memory && e.MemoryMayBind()
 	collCols := make([][]int, len(e.Tensors)) // per tensor class, its collective indicators
 	heldShare := make([][]lin, len(e.Tensors))
-	heldCol := make([]map[Layout]int, len(e.Tensors)) // per tensor class, its held_* columns
+	heldCol := make([]map[spmd.Layout]int, len(e.Tensors)) // per tensor class, its held_* columns
 	for ci := range e.Classes {
 		c := &e.Classes[ci]
 		parts, on := e.workParts(v, ci)
@@ -396,7 +397,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 	// big-M row: the paper-8 BERT-MoE's 40k-row MILP would otherwise grow
 	// by a row per term and conversion.
 	a2aOf := map[collKey]int{}
-	a2aTime := func(name string, c int, ti int, l Layout) int {
+	a2aTime := func(name string, c int, ti int, l spmd.Layout) int {
 		key := collKey{ti, l}
 		at, ok := a2aOf[key]
 		t := &e.Tensors[ti]
@@ -503,7 +504,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			}
 			c := col(fmt.Sprintf("held_%d_%s", ti, h.q), 0, 1, false)
 			if heldCol[ti] == nil {
-				heldCol[ti] = map[Layout]int{}
+				heldCol[ti] = map[spmd.Layout]int{}
 			}
 			heldCol[ti][h.q] = c
 			for _, lb := range h.lower {
@@ -521,17 +522,17 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			for g := 0; g < G; g++ {
 				addScaled(update[g], leafShare[ti][g], milpTime*t.Update[e.Groups[g][0]])
 			}
-			for c, val := range have(ti, I) {
-				gradT[ti].add(c, milpTime*e.collCoeffs(t, I).AllReduce*val)
+			for c, val := range have(ti, spmd.I) {
+				gradT[ti].add(c, milpTime*e.collCoeffs(t, spmd.I).AllReduce*val)
 			}
 		}
 		layouts := e.Layouts(ti)
-		need := map[Layout]int{}
+		need := map[spmd.Layout]int{}
 		if v.need == nil {
-			v.need = make([]map[Layout]int, len(e.Tensors))
+			v.need = make([]map[spmd.Layout]int, len(e.Tensors))
 		}
 		v.need[ti] = need
-		needCol := func(q Layout) int {
+		needCol := func(q spmd.Layout) int {
 			if c, ok := need[q]; ok {
 				return c
 			}
@@ -548,19 +549,19 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			}
 		}
 		produced := e.producible(ti)
-		needI := needCol(I)
+		needI := needCol(spmd.I)
 		// a2aPairs are the (made in h, read in q) Gathers of different
 		// dimensions an all-to-all can convert between; a2a is 1 when the
 		// choice converts them so (Choice.AllToAll).
-		var a2aPairs [][2]Layout
+		var a2aPairs [][2]spmd.Layout
 		v.a2a[ti] = -1
 		for _, q := range layouts {
-			if _, needed := need[q]; !needed || q.Kind != Gather || e.opt.NoAllToAll || !t.allToAllCandidate() {
+			if _, needed := need[q]; !needed || q.Kind != spmd.Gather || e.opt.NoAllToAll || !t.allToAllCandidate() {
 				continue
 			}
 			for _, h := range layouts {
-				if produced[h] && h.Kind == Gather && h.Dim != q.Dim {
-					a2aPairs = append(a2aPairs, [2]Layout{h, q})
+				if produced[h] && h.Kind == spmd.Gather && h.Dim != q.Dim {
+					a2aPairs = append(a2aPairs, [2]spmd.Layout{h, q})
 				}
 			}
 		}
@@ -571,11 +572,11 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		// unless, across dimensions, by all-to-all.
 		for _, q := range layouts {
 			c, needed := need[q]
-			if !needed || q.Kind != Gather {
+			if !needed || q.Kind != spmd.Gather {
 				continue
 			}
 			for _, h := range layouts {
-				if produced[h] && h.Kind == Gather && h != q {
+				if produced[h] && h.Kind == spmd.Gather && h != q {
 					l := lin{needI: 1, c: -1}
 					for hc, val := range have(ti, h) {
 						l.add(hc, -val)
@@ -593,7 +594,7 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		// than Identity, every consumer must read it as it is.
 		if t.Integer {
 			for _, h := range layouts {
-				if !produced[h] || h.Kind == Identity {
+				if !produced[h] || h.Kind == spmd.Identity {
 					continue
 				}
 				for _, q := range layouts {
@@ -610,21 +611,21 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			}
 		}
 		// Identity cannot become Reduce.
-		if c, ok := need[R]; ok && produced[I] {
+		if c, ok := need[spmd.R]; ok && produced[spmd.I] {
 			l := lin{c: 1}
-			for hc, val := range have(ti, I) {
+			for hc, val := range have(ti, spmd.I) {
 				l.add(hc, val)
 			}
 			row(fmt.Sprintf("noIR_%d", ti), -inf, 1, l)
 		}
-		into := map[Layout][]int{}    // conv columns per layout they make
-		convOf := map[[2]Layout]int{} // (made, from) → conv column
+		into := map[spmd.Layout][]int{}    // conv columns per layout they make
+		convOf := map[[2]spmd.Layout]int{} // (made, from) → conv column
 		// conv is 1 when need(q) ∧ have(h) [∧ ¬need(I)]: conv ≥ need + have − 1 − extra.
-		conv := func(q, h Layout, minusNeedI bool) int {
+		conv := func(q, h spmd.Layout, minusNeedI bool) int {
 			c := col(fmt.Sprintf("conv_%d_%s_%s", ti, h, q), 0, 1, false)
 			collCols[ti] = append(collCols[ti], c)
 			into[q] = append(into[q], c)
-			convOf[[2]Layout{q, h}] = c
+			convOf[[2]spmd.Layout{q, h}] = c
 			l := lin{c: 1, need[q]: -1}
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
@@ -684,19 +685,19 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 				continue
 			}
 			switch q.Kind {
-			case Identity:
-				if produced[R] {
-					commT[ti].add(conv(I, R, false), milpTime*e.collCoeffs(t, I).AllReduce)
-					commBound[ti] += milpTime * e.collCoeffs(t, I).AllReduce
+			case spmd.Identity:
+				if produced[spmd.R] {
+					commT[ti].add(conv(spmd.I, spmd.R, false), milpTime*e.collCoeffs(t, spmd.I).AllReduce)
+					commBound[ti] += milpTime * e.collCoeffs(t, spmd.I).AllReduce
 				}
 				for _, h := range layouts {
-					if produced[h] && h.Kind == Gather {
-						methodCost(conv(I, h, false), qi, e.collCoeffs(t, h), 0, h.Seg)
+					if produced[h] && h.Kind == spmd.Gather {
+						methodCost(conv(spmd.I, h, false), qi, e.collCoeffs(t, h), 0, h.Seg)
 					}
 				}
-			case Gather:
-				if produced[R] {
-					methodCost(conv(q, R, true), qi, e.collCoeffs(t, q), 1, q.Seg)
+			case spmd.Gather:
+				if produced[spmd.R] {
+					methodCost(conv(q, spmd.R, true), qi, e.collCoeffs(t, q), 1, q.Seg)
 				}
 			}
 		}
@@ -710,14 +711,14 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 			adjT[ti].add(c, val)
 		}
 		least := milpTime * e.allToAllLeast(t)
-		a2aConvOf := map[[2]Layout]int{} // (from, made) → all-to-all conv column
+		a2aConvOf := map[[2]spmd.Layout]int{} // (from, made) → all-to-all conv column
 		fwdLeast, adjLeast := lin{}, lin{}
 		for _, pr := range a2aPairs {
 			h, q := pr[0], pr[1]
 			c := col(fmt.Sprintf("conv_%d_%s_%s_a2a", ti, h, q), 0, 1, false)
 			collCols[ti] = append(collCols[ti], c)
 			into[q] = append(into[q], c)
-			a2aConvOf[[2]Layout{h, q}] = c
+			a2aConvOf[[2]spmd.Layout{h, q}] = c
 			l := lin{c: 1, need[q]: -1, v.a2a[ti]: -1}
 			for hc, val := range have(ti, h) {
 				l.add(hc, -val)
@@ -768,12 +769,12 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		//
 		// Into Identity: from Reduce by all-reduce, from each Gather by
 		// all-gather, so Σ conv(I, ·) ≥ need(I) − have(I).
-		if c, ok := need[I]; ok && !f.lean {
+		if c, ok := need[spmd.I]; ok && !f.lean {
 			l := lin{c: -1}
-			for hc, val := range have(ti, I) {
+			for hc, val := range have(ti, spmd.I) {
 				l.add(hc, val)
 			}
-			for _, cc := range into[I] {
+			for _, cc := range into[spmd.I] {
 				l.add(cc, 1)
 			}
 			row(fmt.Sprintf("intoI_%d", ti), 0, inf, l)
@@ -784,11 +785,11 @@ func (e *Encoding) milpBelow(limit float64, f milpForm) (*milp.Model, *MILPVars)
 		// conv(q, R) + need(I) ≥ need(q) − have(q) − have(I).
 		for _, q := range layouts {
 			c, ok := need[q]
-			if !ok || q.Kind != Gather || f.lean {
+			if !ok || q.Kind != spmd.Gather || f.lean {
 				continue
 			}
 			l := lin{c: -1, needI: 1}
-			for _, h := range []Layout{q, I} {
+			for _, h := range []spmd.Layout{q, spmd.I} {
 				for hc, val := range have(ti, h) {
 					l.add(hc, val)
 				}
@@ -898,7 +899,7 @@ func (e *Encoding) GroupTotal(lengths []int, g int) int {
 // spreadInGroup gives group g's devices total units as the MILP prices
 // them: evenly, the remainder one each to the group's first devices.
 func (e *Encoding) spreadInGroup(lengths []int, g, total int) {
-	for i, n := range EvenLengths(total, len(e.Groups[g])) {
+	for i, n := range spmd.EvenLengths(total, len(e.Groups[g])) {
 		lengths[e.Groups[g][i]] = n
 	}
 }
@@ -1020,7 +1021,7 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 		}
 		need := e.Needs(ch, ti)
 		if _, via, err := e.tensorComm(ch, ti); err == nil && via {
-			need = need.Add(I)
+			need = need.Add(spmd.I)
 		}
 		for q, c := range v.need[ti] {
 			st[c] = b2f(need.Has(q))
@@ -1053,7 +1054,7 @@ func (e *Encoding) StartValues(v *MILPVars, ch *Choice) map[int]float64 {
 // different rules or tied tensors are made by different methods, and for
 // mesh programs, which the encoding's 1-D layouts
 // cannot express.
-func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
+func (e *Encoding) ChoiceOf(p *spmd.Program) (ch *Choice, ok bool) {
 	if p.Mesh != nil {
 		return nil, false
 	}
@@ -1065,23 +1066,23 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 			}
 		}
 	}
-	remap := func(l Layout) (Layout, bool) {
-		if l.Kind != Gather {
+	remap := func(l spmd.Layout) (spmd.Layout, bool) {
+		if l.Kind != spmd.Gather {
 			return l, true
 		}
 		s, ok := segMap[l.Seg]
-		return G(l.Dim, s), ok
+		return spmd.G(l.Dim, s), ok
 	}
 	ch = &Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
 	for i := range ch.Rule {
 		ch.Rule[i] = -1
 	}
 	for _, in := range p.Instrs {
-		if in.Kind != Compute {
+		if in.Kind != spmd.Compute {
 			continue
 		}
 		ci := e.classOf[in.Op]
-		want := Rule{In: make([]Layout, len(in.Rule.In)), Out: make([]Layout, len(in.Rule.Out))}
+		want := spmd.Rule{In: make([]spmd.Layout, len(in.Rule.In)), Out: make([]spmd.Layout, len(in.Rule.Out))}
 		for i, l := range in.Rule.In {
 			if want.In[i], ok = remap(l); !ok {
 				return nil, false
@@ -1094,7 +1095,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 		}
 		found := -1
 		for ri, r := range e.Classes[ci].Rules {
-			if r.equal(want) {
+			if r.Equal(want) {
 				found = ri
 			}
 		}
@@ -1107,7 +1108,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 	// their layouts so (where the encoding's canonical conversions allow,
 	// which Evaluate decides).
 	for _, in := range p.Instrs {
-		if in.Kind == Comm && in.Collective == ir.OpAllToAll {
+		if in.Kind == spmd.Comm && in.Collective == ir.OpAllToAll {
 			if ch.AllToAll == nil {
 				ch.AllToAll = make([]bool, len(e.Tensors))
 			}
@@ -1118,7 +1119,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 	// made); tied tensors made by different methods are not a choice.
 	method := map[[2]int]string{}
 	for _, in := range p.Instrs {
-		if in.Kind != Comm || (in.Collective != ir.OpAllGather && in.Collective != ir.OpReduceScatter) {
+		if in.Kind != spmd.Comm || (in.Collective != ir.OpAllGather && in.Collective != ir.OpReduceScatter) {
 			continue
 		}
 		tc := e.tclassOf[in.Tensor]
@@ -1131,14 +1132,14 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 			continue // no reader takes it: nothing to record (Evaluate prices what readers need)
 		}
 		m := in.Method
-		if m != MethodGrouped {
-			m = MethodPadded // "" and even: Decode writes padded, which runs even pieces evenly
+		if m != spmd.MethodGrouped {
+			m = spmd.MethodPadded // "" and even: Decode writes padded, which runs even pieces evenly
 		}
 		if prev, seen := method[[2]int{tc, qi}]; seen && prev != m {
 			return nil, false
 		}
 		method[[2]int{tc, qi}] = m
-		if m == MethodGrouped {
+		if m == spmd.MethodGrouped {
 			if ch.Grouped[tc] == nil {
 				ch.Grouped[tc] = make([]bool, len(e.Layouts(tc)))
 			}
@@ -1163,7 +1164,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 		ch.Leaf[ti] = found
 	}
 	for es, seg := range e.Segs {
-		ls := EvenLengths(seg.Units, e.N)
+		ls := spmd.EvenLengths(seg.Units, e.N)
 		for ps, x := range segMap {
 			if x == es {
 				ls = append([]int{}, p.Segments[ps].Lengths...)
@@ -1192,7 +1193,7 @@ func (e *Encoding) ChoiceOf(p *Program) (ch *Choice, ok bool) {
 // consumer reads Identity (tensorCommFor): need(I) ≤ Σ x(reads I) + 1 −
 // have(R). A class whose pads are not priced (padNegligible) gets none
 // of these, nor does the lean LP.
-func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced map[Layout]bool, have func(int, Layout) lin, lean bool, padF, padB [][]lin,
+func (e *Encoding) padRows(ti int, v *MILPVars, need map[spmd.Layout]int, produced map[spmd.Layout]bool, have func(int, spmd.Layout) lin, lean bool, padF, padB [][]lin,
 	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) {
 	inf := math.Inf(1)
 	t := &e.Tensors[ti]
@@ -1230,16 +1231,16 @@ func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced ma
 		}
 	}
 	// withHave adds sign·have(ti, h) to l.
-	withHave := func(l lin, h Layout, sign float64) lin {
+	withHave := func(l lin, h spmd.Layout, sign float64) lin {
 		for hc, val := range have(ti, h) {
 			l.add(hc, sign*val)
 		}
 		return l
 	}
 	layouts := e.Layouts(ti)
-	if cR, ok := need[R]; ok {
+	if cR, ok := need[spmd.R]; ok {
 		for _, h := range layouts {
-			if !produced[h] || h.Kind != Gather {
+			if !produced[h] || h.Kind != spmd.Gather {
 				continue
 			}
 			name := fmt.Sprintf("padR_%d_%s", ti, h)
@@ -1251,25 +1252,25 @@ func (e *Encoding) padRows(ti int, v *MILPVars, need map[Layout]int, produced ma
 	if !t.ReqGrad {
 		return
 	}
-	needI := need[I]
+	needI := need[spmd.I]
 	for _, q := range layouts {
 		cq, ok := need[q]
-		if !ok || q.Kind != Gather {
+		if !ok || q.Kind != spmd.Gather {
 			continue
 		}
 		name := fmt.Sprintf("slice_%d_%s", ti, q)
 		sl := col(name, 0, 1, false)
 		row(name+"_copy", -1, inf, withHave(lin{sl: 1, cq: -1, needI: -1}, q, 1))
-		if produced[I] {
-			row(name+"_made", -1, inf, withHave(lin{sl: 1, cq: -1}, I, -1))
+		if produced[spmd.I] {
+			row(name+"_made", -1, inf, withHave(lin{sl: 1, cq: -1}, spmd.I, -1))
 		}
 		price(padB[ti], sl, q.Seg, name)
 	}
-	if produced[R] {
-		l := withHave(lin{needI: 1}, R, 1)
+	if produced[spmd.R] {
+		l := withHave(lin{needI: 1}, spmd.R, 1)
 		for _, cs := range t.Consumers {
 			for ri, r := range e.Classes[cs[0]].Rules {
-				if r.In[cs[1]] == I {
+				if r.In[cs[1]] == spmd.I {
 					l.add(v.x[cs[0]][ri], -1)
 				}
 			}

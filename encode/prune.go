@@ -1,6 +1,9 @@
 package encode
 
-import "math"
+import (
+	"hap/spmd"
+	"math"
+)
 
 // Pruning: choices that can never be cheaper than another are fixed when
 // the encoding is built, before any search sees it, so that no search
@@ -72,9 +75,9 @@ func (e *Encoding) pruneMethods() {
 
 // producible lists the layouts tensor class ti can be made in: a leaf's
 // candidate layouts, or its producer's rules' outputs.
-func (e *Encoding) producible(ti int) map[Layout]bool {
+func (e *Encoding) producible(ti int) map[spmd.Layout]bool {
 	t := &e.Tensors[ti]
-	out := map[Layout]bool{}
+	out := map[spmd.Layout]bool{}
 	if t.Producer < 0 {
 		for _, l := range t.LeafLayouts {
 			out[l] = true
@@ -89,8 +92,8 @@ func (e *Encoding) producible(ti int) map[Layout]bool {
 
 // readable lists the layouts tensor class ti's readers may take it in:
 // each consumer's rules' inputs.
-func (e *Encoding) readable(ti int) map[Layout]bool {
-	out := map[Layout]bool{}
+func (e *Encoding) readable(ti int) map[spmd.Layout]bool {
+	out := map[spmd.Layout]bool{}
 	for _, cs := range e.Tensors[ti].Consumers {
 		for _, r := range e.Classes[cs[0]].Rules {
 			out[r.In[cs[1]]] = true
@@ -112,18 +115,18 @@ type methodConv struct {
 // the canonical instructions (tensorCommFor): Identity by all-gather from
 // any Gather it can be made in, a Gather by reduce-scatter from Reduce.
 // Their adjoints are priced as they are.
-func (e *Encoding) methodConvs(ti int, q Layout, produced map[Layout]bool) []methodConv {
+func (e *Encoding) methodConvs(ti int, q spmd.Layout, produced map[spmd.Layout]bool) []methodConv {
 	t := &e.Tensors[ti]
 	var out []methodConv
 	switch q.Kind {
-	case Identity:
+	case spmd.Identity:
 		for _, h := range e.Layouts(ti) {
-			if h.Kind == Gather && produced[h] {
+			if h.Kind == spmd.Gather && produced[h] {
 				out = append(out, methodConv{e.collCoeffs(t, h), 0, h.Seg})
 			}
 		}
-	case Gather:
-		if produced[R] {
+	case spmd.Gather:
+		if produced[spmd.R] {
 			out = append(out, methodConv{e.collCoeffs(t, q), 1, q.Seg})
 		}
 	}
@@ -132,7 +135,7 @@ func (e *Encoding) methodConvs(ti int, q Layout, produced map[Layout]bool) []met
 
 // dominantMethod is the method that is never dearer than the other for
 // every collective making layout q of class ti, whatever the lengths.
-func (e *Encoding) dominantMethod(ti int, q Layout, produced map[Layout]bool) methodFix {
+func (e *Encoding) dominantMethod(ti int, q spmd.Layout, produced map[spmd.Layout]bool) methodFix {
 	convs := e.methodConvs(ti, q, produced)
 	if len(convs) == 0 {
 		return methodFree

@@ -9,6 +9,7 @@ import (
 	"hap/encode"
 	"hap/encode/encodetest"
 	"hap/models"
+	"hap/spmd"
 )
 
 // pruneTolerance: a pruned encoding prices a choice with the same
@@ -18,8 +19,8 @@ const pruneTolerance = 1e-12
 
 // bertSegments are the candidate segments of BERT-shaped models (what
 // solve.CandidateSegments derives), for a batch of the given size.
-func bertSegments(batch, heads, hidden, ffn int) []encode.Segment {
-	return []encode.Segment{{Name: "batch", Units: batch}, {Name: "heads", Units: heads}, {Name: "hidden", Units: hidden}, {Name: "ffn", Units: ffn}}
+func bertSegments(batch, heads, hidden, ffn int) []spmd.Segment {
+	return []spmd.Segment{{Name: "batch", Units: batch}, {Name: "heads", Units: heads}, {Name: "hidden", Units: hidden}, {Name: "ffn", Units: ffn}}
 }
 
 // Pruning only ever swaps a collective's method for one that costs no
@@ -30,7 +31,7 @@ func TestPrunedMethodsAreNeverDearer(t *testing.T) {
 	cases := []struct {
 		model, cluster string
 		batch          int
-		segs           []encode.Segment
+		segs           []spmd.Segment
 		wantFixed      bool
 	}{
 		// 64 GPUs over 2 heads and a 16-wide hidden: the padded pieces of

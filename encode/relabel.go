@@ -1,8 +1,10 @@
 package encode
 
+import "hap/spmd"
+
 // onSegment is l with a Gather on segment from put on segment to.
-func onSegment(l Layout, from, to int) Layout {
-	if l.Kind == Gather && l.Seg == from {
+func onSegment(l spmd.Layout, from, to int) spmd.Layout {
+	if l.Kind == spmd.Gather && l.Seg == from {
 		l.Seg = to
 	}
 	return l
@@ -13,7 +15,7 @@ func onSegment(l Layout, from, to int) Layout {
 // the class has no such rule (the dimension is not that segment's size).
 func (e *Encoding) RuleOnSegment(ci, ri, from, to int) (int, bool) {
 	rules := e.Classes[ci].Rules
-	want := Rule{In: make([]Layout, len(rules[ri].In)), Out: make([]Layout, len(rules[ri].Out))}
+	want := spmd.Rule{In: make([]spmd.Layout, len(rules[ri].In)), Out: make([]spmd.Layout, len(rules[ri].Out))}
 	for k, l := range rules[ri].In {
 		want.In[k] = onSegment(l, from, to)
 	}
@@ -21,7 +23,7 @@ func (e *Encoding) RuleOnSegment(ci, ri, from, to int) (int, bool) {
 		want.Out[k] = onSegment(l, from, to)
 	}
 	for i, r := range rules {
-		if r.equal(want) {
+		if r.Equal(want) {
 			return i, true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"hap/cost"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // A kernel's time is the roofline at its own shapes, max(FLOPs / rate,
@@ -103,7 +104,7 @@ const noRole = math.MinInt
 // another operand (another op's tensor), or cut by a segment other than
 // its rule's work, or whose work is not a line in its share (splitBytes),
 // is left to Time's share.
-func rooflineKernels(g, step *ir.Graph, i int, bwdIDs []ir.OpID, bwdSlot []int, tail int, rules []Rule, workSegs []int, m *cost.Model, n int) []rooflineKernel {
+func rooflineKernels(g, step *ir.Graph, i int, bwdIDs []ir.OpID, bwdSlot []int, tail int, rules []spmd.Rule, workSegs []int, m *cost.Model, n int) []rooflineKernel {
 	fop := &g.Ops[i]
 	own := map[ir.TensorID]bool{}
 	for _, id := range bwdIDs {
@@ -194,7 +195,7 @@ nextKernel:
 			written := 0.0               // the bytes of the outputs left whole
 			emptyIn, emptyOut := false, len(kop.Outputs) > 0
 			for j, ro := range roles {
-				var l Layout
+				var l spmd.Layout
 				if ro >= 0 {
 					l = r.In[ro]
 				} else {
@@ -203,7 +204,7 @@ nextKernel:
 				t := operands[j]
 				isOut := j >= len(kop.Inputs)
 				switch {
-				case l.Kind != Gather:
+				case l.Kind != spmd.Gather:
 					if isOut {
 						written += float64(step.Tensors[t].Shape.Numel() * step.Tensors[t].DType.Size())
 						emptyOut = false

@@ -10,6 +10,7 @@ import (
 	"hap/milp"
 	"hap/milp/cbc"
 	"hap/models"
+	"hap/spmd"
 )
 
 // spreadLiftAtLeast is the least relative lift the spread leaves' charge
@@ -38,7 +39,7 @@ func TestSpreadChargeLiftsTheTransportLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := g.Tensors[g.TensorsOfKind(ir.Input)[0]].Shape[0]
-	segs := []Segment{{Name: "batch", Units: batch}, {Name: "heads", Units: 2}, {Name: "w16", Units: 16}, {Name: "w32", Units: 32}}
+	segs := []spmd.Segment{{Name: "batch", Units: batch}, {Name: "heads", Units: 2}, {Name: "w16", Units: 16}, {Name: "w32", Units: 32}}
 	e, err := Encode(g, segs, m, EncodeOptions{Optimizer: ir.Adam(1e-3)})
 	if err != nil {
 		t.Fatal(err)

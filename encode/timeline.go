@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"hap/ir"
+	"hap/spmd"
 )
 
 // The step-time model: a timeline of blocks, shared by Evaluate and the
@@ -290,11 +291,11 @@ func (e *Encoding) spreadFirst(ch *Choice, first []int) {
 		sl := &e.spread[s]
 		first[s] = -1
 		h := e.have(ch, sl.class)
-		if h.Kind != Gather {
+		if h.Kind != spmd.Gather {
 			continue // Identity: every layout is a free slice
 		}
 		for j, r := range sl.readers {
-			if q := e.Classes[r[0]].Rules[ch.Rule[r[0]]].In[r[1]]; q != h && q.Kind != Reduce {
+			if q := e.Classes[r[0]].Rules[ch.Rule[r[0]]].In[r[1]]; q != h && q.Kind != spmd.Reduce {
 				first[s] = j
 				break
 			}
@@ -781,7 +782,7 @@ func (e *Encoding) spreadRows(v *MILPVars, commT, adjT []lin, bound []float64, c
 				for ri, rule := range e.Classes[r[0]].Rules {
 					q := rule.In[r[1]]
 					yc, xc := v.y[ti][li], v.x[r[0]][ri]
-					if l.Kind == Gather && q != l && q.Kind != Reduce {
+					if l.Kind == spmd.Gather && q != l && q.Kind != spmd.Reduce {
 						row(fmt.Sprintf("spread_on_%d_%d_%d_%d", ti, j, li, ri), -1, inf, lin{g[j]: 1, yc: -1, xc: -1})
 					} else {
 						row(fmt.Sprintf("spread_off_%d_%d_%d_%d", ti, j, li, ri), -inf, 2, lin{g[j]: 1, yc: 1, xc: 1})
@@ -1117,9 +1118,9 @@ func (e *Encoding) timeBound() float64 {
 	}
 	for ti := range e.Tensors {
 		t := &e.Tensors[ti]
-		worst := e.collCoeffs(t, I).AllReduce
+		worst := e.collCoeffs(t, spmd.I).AllReduce
 		for _, l := range e.Layouts(ti) {
-			if l.Kind != Gather {
+			if l.Kind != spmd.Gather {
 				continue
 			}
 			c := e.collCoeffs(t, l)

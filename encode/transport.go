@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"hap/milp"
+	"hap/spmd"
 )
 
 // TransportMILP is MILPBelow(limit) with transport rows: the same integer
@@ -114,23 +115,23 @@ type BoundOptions struct {
 // convs are a tensor class's conversion columns: made[{q, h}] makes layout
 // q from h by its canonical collective, allToAll[{h, q}] by all-to-all.
 type convs struct {
-	made, allToAll map[[2]Layout]int
+	made, allToAll map[[2]spmd.Layout]int
 }
 
 // transportRows adds tensor class ti's transport columns and rows
 // (TransportMILP). have(ti, l) is 1 when ti is made in l, x the rule
 // columns, produced the layouts ti can be made in.
-func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, produced map[Layout]bool, cv convs,
+func (e *Encoding) transportRows(ti int, have func(int, spmd.Layout) lin, x [][]int, produced map[spmd.Layout]bool, cv convs,
 	col func(string, float64, float64, bool) int, row func(string, float64, float64, lin)) {
 	t := &e.Tensors[ti]
-	var made []Layout
+	var made []spmd.Layout
 	for _, h := range e.Layouts(ti) {
 		if produced[h] {
 			made = append(made, h)
 		}
 	}
-	conv := func(q, h Layout) int {
-		c, ok := cv.made[[2]Layout{q, h}]
+	conv := func(q, h spmd.Layout) int {
+		c, ok := cv.made[[2]spmd.Layout{q, h}]
 		if !ok {
 			panic(fmt.Sprintf("encode: tensor class %d has no conversion %s ← %s", ti, q, h))
 		}
@@ -138,8 +139,8 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 	}
 	for _, cs := range t.Consumers {
 		// The slot's rules, by the layout they read it in.
-		reads := map[Layout]lin{}
-		var read []Layout
+		reads := map[spmd.Layout]lin{}
+		var read []spmd.Layout
 		for ri, r := range e.Classes[cs[0]].Rules {
 			q := r.In[cs[1]]
 			if reads[q] == nil {
@@ -153,27 +154,27 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 		// when the tensor is made in one layout or the slot read in one,
 		// the other side's expression (the marginals then fix it; a third
 		// of the columns on BERT-Base, and a 2× faster LP).
-		p := map[[2]Layout]lin{}
+		p := map[[2]spmd.Layout]lin{}
 		switch {
 		case len(read) == 1:
 			for _, h := range made {
-				if !(h.Kind == Identity && read[0].Kind == Reduce) {
-					p[[2]Layout{h, read[0]}] = have(ti, h)
+				if !(h.Kind == spmd.Identity && read[0].Kind == spmd.Reduce) {
+					p[[2]spmd.Layout{h, read[0]}] = have(ti, h)
 				}
 			}
 		case len(made) == 1:
 			for _, q := range read {
-				if !(made[0].Kind == Identity && q.Kind == Reduce) {
-					p[[2]Layout{made[0], q}] = reads[q]
+				if !(made[0].Kind == spmd.Identity && q.Kind == spmd.Reduce) {
+					p[[2]spmd.Layout{made[0], q}] = reads[q]
 				}
 			}
 		default:
 			for _, h := range made {
 				for _, q := range read {
-					if h.Kind == Identity && q.Kind == Reduce {
+					if h.Kind == spmd.Identity && q.Kind == spmd.Reduce {
 						continue // no instruction makes it
 					}
-					p[[2]Layout{h, q}] = lin{col(fmt.Sprintf("%s_%s_%s", name, h, q), 0, 1, false): 1}
+					p[[2]spmd.Layout{h, q}] = lin{col(fmt.Sprintf("%s_%s_%s", name, h, q), 0, 1, false): 1}
 				}
 			}
 			// Marginals: Σ_q p(h, q) = have(h), Σ_h p(h, q) = reads(q).
@@ -181,7 +182,7 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 				l := lin{}
 				addScaled(l, have(ti, h), -1)
 				for _, q := range read {
-					addScaled(l, p[[2]Layout{h, q}], 1)
+					addScaled(l, p[[2]spmd.Layout{h, q}], 1)
 				}
 				row(fmt.Sprintf("%s_made_%s", name, h), 0, 0, l)
 			}
@@ -189,7 +190,7 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 				l := lin{}
 				addScaled(l, reads[q], -1)
 				for _, h := range made {
-					addScaled(l, p[[2]Layout{h, q}], 1)
+					addScaled(l, p[[2]spmd.Layout{h, q}], 1)
 				}
 				row(fmt.Sprintf("%s_read_%s", name, q), 0, 0, l)
 			}
@@ -198,22 +199,22 @@ func (e *Encoding) transportRows(ti int, have func(int, Layout) lin, x [][]int, 
 		for _, h := range made {
 			all := lin{} // every conversion from h that a pair needs, less every costly pair
 			for _, q := range read {
-				pq, ok := p[[2]Layout{h, q}]
+				pq, ok := p[[2]spmd.Layout{h, q}]
 				if !ok || h == q {
 					continue
 				}
 				by := lin{}
 				switch {
-				case h.Kind == Reduce && q.Kind == Identity:
-					by.add(conv(I, R), 1)
-				case h.Kind == Reduce && q.Kind == Gather:
-					by.add(conv(I, R), 1)
-					by.add(conv(q, R), 1)
-				case h.Kind == Gather && q.Kind == Identity:
-					by.add(conv(I, h), 1)
-				case h.Kind == Gather && q.Kind == Gather:
-					by.add(conv(I, h), 1)
-					if c, ok := cv.allToAll[[2]Layout{h, q}]; ok {
+				case h.Kind == spmd.Reduce && q.Kind == spmd.Identity:
+					by.add(conv(spmd.I, spmd.R), 1)
+				case h.Kind == spmd.Reduce && q.Kind == spmd.Gather:
+					by.add(conv(spmd.I, spmd.R), 1)
+					by.add(conv(q, spmd.R), 1)
+				case h.Kind == spmd.Gather && q.Kind == spmd.Identity:
+					by.add(conv(spmd.I, h), 1)
+				case h.Kind == spmd.Gather && q.Kind == spmd.Gather:
+					by.add(conv(spmd.I, h), 1)
+					if c, ok := cv.allToAll[[2]spmd.Layout{h, q}]; ok {
 						by.add(c, 1)
 					}
 				default:

@@ -11,10 +11,10 @@ import (
 	"hap/cpu"
 	"hap/cuda"
 	"hap/cuda/cudatest"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/nccl"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -88,7 +88,7 @@ func testCluster(t *testing.T, name string) *cluster.Cluster {
 	return c
 }
 
-func program(t *testing.T, model, strat, clusterName string, dt ir.DType) (*ir.Graph, *encode.Program) {
+func program(t *testing.T, model, strat, clusterName string, dt ir.DType) (*ir.Graph, *spmd.Program) {
 	t.Helper()
 	g, err := models.Load(model, models.Options{DType: dt})
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"hap/cluster"
 	"hap/cost"
 	"hap/cuda"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -58,7 +58,7 @@ func TestGPUTrainMatchesCPU(t *testing.T) {
 		t.Run(model+"/"+strat, func(t *testing.T) {
 			// build loads the model in dt (Verify in float64 needs a
 			// float64 graph) and plans it.
-			build := func(dt ir.DType) (*ir.Graph, *encode.Program) {
+			build := func(dt ir.DType) (*ir.Graph, *spmd.Program) {
 				g, err := models.Load(model, models.Options{DType: dt})
 				if err != nil {
 					t.Fatal(err)

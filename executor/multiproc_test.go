@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"hap/cuda"
-	"hap/encode"
 	"hap/ir"
 	"hap/nccl"
+	"hap/spmd"
 )
 
 // TestFakeCUDAOneRankPerProcess drives each rank of a plan through its own
@@ -25,7 +25,7 @@ func TestFakeCUDAOneRankPerProcess(t *testing.T) {
 
 // oneRankEach trains p with one CUDA backend per rank, each in its own
 // goroutine, on GPU ordinal(r), and checks them against the CPU backend.
-func oneRankEach(t *testing.T, g *ir.Graph, p *encode.Program, env func(string) string, ordinal func(int) int, po cuda.PlanOptions) {
+func oneRankEach(t *testing.T, g *ir.Graph, p *spmd.Program, env func(string) string, ordinal func(int) int, po cuda.PlanOptions) {
 	t.Helper()
 	opt := Options{DType: ir.Float32, Steps: 2, Seed: 7, Optimizer: ir.SGD(1e-2)}
 	want, err := Train(g, p, opt)

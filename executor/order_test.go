@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"hap/encode"
 	"hap/ir"
 	"hap/lower"
+	"hap/spmd"
 )
 
 // orderCase is a zoo model's program under a strategy on paper-8 and its
 // lowering (SGD's training step), whose collectives swaps name.
-func orderCase(t *testing.T, model, strat string) (*ir.Graph, *encode.Program, *lower.Program) {
+func orderCase(t *testing.T, model, strat string) (*ir.Graph, *spmd.Program, *lower.Program) {
 	t.Helper()
 	g, p := program(t, model, strat, "paper-8", ir.Float64)
 	steps, err := lower.TrainSteps(g, p, ir.SGD(1e-2))

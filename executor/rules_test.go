@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // ruleCase is one forward op on parameters (so every input gets a
@@ -110,9 +110,9 @@ func caseGraph(t *testing.T, c ruleCase) *ir.Graph {
 
 // unevenSegments gives every distinct dimension size in g a segment cut
 // unevenly among n devices: device 0 gets nothing, the rest random shares.
-func unevenSegments(g *ir.Graph, n int, rng *rand.Rand) []encode.Segment {
+func unevenSegments(g *ir.Graph, n int, rng *rand.Rand) []spmd.Segment {
 	seen := map[int]bool{}
-	var segs []encode.Segment
+	var segs []spmd.Segment
 	for i := range g.Tensors {
 		for _, d := range g.Tensors[i].Shape {
 			if seen[d] || d < 2 {
@@ -126,7 +126,7 @@ func unevenSegments(g *ir.Graph, n int, rng *rand.Rand) []encode.Segment {
 			if n == 1 {
 				shares[0] = 1
 			}
-			segs = append(segs, encode.Segment{Name: fmt.Sprintf("d%d", d), Units: d, Lengths: encode.RoundLengths(d, shares)})
+			segs = append(segs, spmd.Segment{Name: fmt.Sprintf("d%d", d), Units: d, Lengths: spmd.RoundLengths(d, shares)})
 		}
 	}
 	return segs
@@ -136,11 +136,11 @@ func unevenSegments(g *ir.Graph, n int, rng *rand.Rand) []encode.Segment {
 // greedily.
 type forced struct {
 	op   ir.OpID
-	rule encode.Rule
-	rest encode.Greedy
+	rule spmd.Rule
+	rest spmd.Greedy
 }
 
-func (f forced) Choose(g *ir.Graph, op *ir.Op, rules []encode.Rule, avail [][]encode.Layout) (encode.Rule, error) {
+func (f forced) Choose(g *ir.Graph, op *ir.Op, rules []spmd.Rule, avail [][]spmd.Layout) (spmd.Rule, error) {
 	if op.ID == f.op {
 		return f.rule, nil
 	}
@@ -149,18 +149,18 @@ func (f forced) Choose(g *ir.Graph, op *ir.Op, rules []encode.Rule, avail [][]en
 
 // leafLayout starts a leaf the op reads in the layout its rule wants; a
 // wanted Reduce starts as Gather (a pad then makes it partial).
-func leafLayout(g *ir.Graph, t ir.TensorID, want encode.Layout, segs []encode.Segment) (encode.Layout, bool) {
-	if want.Kind != encode.Reduce {
+func leafLayout(g *ir.Graph, t ir.TensorID, want spmd.Layout, segs []spmd.Segment) (spmd.Layout, bool) {
+	if want.Kind != spmd.Reduce {
 		return want, true
 	}
 	for d := range g.Tensors[t].Shape {
 		for s := range segs {
-			if l := encode.G(d, s); encode.Fits(l, g.Tensors[t].Shape, segs) {
+			if l := spmd.G(d, s); spmd.Fits(l, g.Tensors[t].Shape, segs) {
 				return l, true
 			}
 		}
 	}
-	return encode.Layout{}, false
+	return spmd.Layout{}, false
 }
 
 // Every sharding rule of every operator, forward and backward, equals the
@@ -175,32 +175,32 @@ func TestEveryRuleMatchesSingleDevice(t *testing.T) {
 		for _, n := range []int{1, 2, 3, 5, 8} {
 			segs := unevenSegments(g, n, rng)
 			op := &g.Ops[0]
-			for ri, rule := range encode.Rules(g, op, segs) {
+			for ri, rule := range spmd.Rules(g, op, segs) {
 				name := fmt.Sprintf("%s/n=%d/%s#%d", c.name, n, rule.Name, ri)
-				var leaves []encode.LeafLayout
+				var leaves []spmd.LeafLayout
 				ok := true
 				for i := range g.Tensors {
 					tt := &g.Tensors[i]
 					if !tt.Kind.IsLeaf() {
 						continue
 					}
-					l := encode.I
+					l := spmd.I
 					for j, in := range op.Inputs {
 						if in == tt.ID {
 							l, ok = leafLayout(g, tt.ID, rule.In[j], segs)
 						}
 					}
-					leaves = append(leaves, encode.LeafLayout{Tensor: tt.ID, Layout: l})
+					leaves = append(leaves, spmd.LeafLayout{Tensor: tt.ID, Layout: l})
 				}
 				if !ok {
 					continue
 				}
-				method := encode.MethodPadded
+				method := spmd.MethodPadded
 				if ri%2 == 1 {
-					method = encode.MethodGrouped
+					method = spmd.MethodGrouped
 				}
-				ch := forced{op: op.ID, rule: rule, rest: encode.Greedy{Devices: n, FLOPsPerByte: 1}}
-				p, err := encode.Assemble(g, n, segs, leaves, ch, func(ir.TensorID, encode.Layout, encode.Layout) string { return method })
+				ch := forced{op: op.ID, rule: rule, rest: spmd.Greedy{Devices: n, FLOPsPerByte: 1}}
+				p, err := spmd.Assemble(g, n, segs, leaves, ch, func(ir.TensorID, spmd.Layout, spmd.Layout) string { return method })
 				if err != nil {
 					continue // the loss cannot end as Reduce from this rule's output
 				}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"hap/cpu"
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // StepReport is one distributed training step.
@@ -38,7 +38,7 @@ type Training struct {
 // Run trains fwd for opt.Steps steps under p on opt's backend (the CPU
 // backend's virtual devices by default), from the shared initial
 // parameters, on synthetic batches, and reports each step.
-func Run(fwd *ir.Graph, p *encode.Program, opt Options) ([]StepReport, error) {
+func Run(fwd *ir.Graph, p *spmd.Program, opt Options) ([]StepReport, error) {
 	t, err := Train(fwd, p, opt)
 	if err != nil {
 		return nil, err
@@ -48,15 +48,15 @@ func Run(fwd *ir.Graph, p *encode.Program, opt Options) ([]StepReport, error) {
 
 // Train is Run that also returns the device names and the trained
 // parameters.
-func Train(fwd *ir.Graph, p *encode.Program, opt Options) (*Training, error) {
+func Train(fwd *ir.Graph, p *spmd.Program, opt Options) (*Training, error) {
 	if opt.DType == ir.Float64 {
 		return train[float64](fwd, p, opt)
 	}
 	return train[float32](fwd, p, opt)
 }
 
-func train[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Training, error) {
-	if err := encode.Check(fwd, p); err != nil {
+func train[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options) (*Training, error) {
+	if err := spmd.Check(fwd, p); err != nil {
 		return nil, err
 	}
 	init := map[ir.TensorID]*cpu.Tensor[F]{}

@@ -5,9 +5,9 @@ import (
 	"math"
 
 	"hap/cpu"
-	"hap/encode"
 	"hap/ir"
 	"hap/lower"
+	"hap/spmd"
 )
 
 // Options configure a run or a verification.
@@ -120,7 +120,7 @@ func (r *Report) Max() float64 {
 // distributed under p on opt's backend, from the same initial parameters and the same
 // synthetic batches, and reports how far the distributed loss, gradients
 // and updated parameters are from the single-device ones.
-func Verify(fwd *ir.Graph, p *encode.Program, opt Options) (*Report, error) {
+func Verify(fwd *ir.Graph, p *spmd.Program, opt Options) (*Report, error) {
 	if opt.Steps < 1 {
 		return nil, fmt.Errorf("verify needs at least one step")
 	}
@@ -139,7 +139,7 @@ type rank struct {
 }
 
 // shard cuts an original tensor's value down to device d's piece.
-func shard[F cpu.Float](v *cpu.Tensor[F], p *encode.Program, pl encode.Placement, shape ir.Shape, d int) *cpu.Tensor[F] {
+func shard[F cpu.Float](v *cpu.Tensor[F], p *spmd.Program, pl spmd.Placement, shape ir.Shape, d int) *cpu.Tensor[F] {
 	off, local := p.Piece(pl, shape, d)
 	out := v
 	for dim := range shape {
@@ -154,7 +154,7 @@ func shard[F cpu.Float](v *cpu.Tensor[F], p *encode.Program, pl encode.Placement
 }
 
 // lowerAll lowers p for every device and derives each training step.
-func lowerAll(fwd *ir.Graph, p *encode.Program, opt Options) ([]*rank, error) {
+func lowerAll(fwd *ir.Graph, p *spmd.Program, opt Options) ([]*rank, error) {
 	ranks := make([]*rank, p.NumDevices())
 	for r := range ranks {
 		loc, err := lower.BuildLocal(fwd, p, r)
@@ -191,7 +191,7 @@ func lowerAll(fwd *ir.Graph, p *encode.Program, opt Options) ([]*rank, error) {
 // there, and each device's single-queue issue order (lower's IssueOrders)
 // becomes its op order. ApplyPlanOrder refuses an order that would
 // deadlock, which a backend would otherwise hang on.
-func followOrder(ranks []*rank, p *encode.Program) error {
+func followOrder(ranks []*rank, p *spmd.Program) error {
 	if len(p.CommSwaps) == 0 {
 		return nil
 	}
@@ -223,7 +223,7 @@ func followOrder(ranks []*rank, p *encode.Program) error {
 // every device's initial state: each parameter is its share of
 // init(original parameter); optimizer state starts as cpu.InitParam makes
 // it (zeros).
-func start[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func(ir.TensorID) *cpu.Tensor[F]) ([]*rank, Devices[F], error) {
+func start[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options, init func(ir.TensorID) *cpu.Tensor[F]) ([]*rank, Devices[F], error) {
 	ranks, err := lowerAll(fwd, p, opt)
 	if err != nil {
 		return nil, nil, err
@@ -262,7 +262,7 @@ func start[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options, init func
 
 // feeds cuts one batch of the original inputs and labels into every
 // device's shards.
-func feeds[F cpu.Float](fwd *ir.Graph, p *encode.Program, ranks []*rank, batch map[ir.TensorID]*cpu.Tensor[F]) []map[ir.TensorID]*cpu.Tensor[F] {
+func feeds[F cpu.Float](fwd *ir.Graph, p *spmd.Program, ranks []*rank, batch map[ir.TensorID]*cpu.Tensor[F]) []map[ir.TensorID]*cpu.Tensor[F] {
 	out := make([]map[ir.TensorID]*cpu.Tensor[F], len(ranks))
 	for r, rk := range ranks {
 		out[r] = map[ir.TensorID]*cpu.Tensor[F]{}
@@ -277,7 +277,7 @@ func feeds[F cpu.Float](fwd *ir.Graph, p *encode.Program, ranks []*rank, batch m
 // piece, each written where p places it; where pieces overlap (a
 // replicated parameter, or a shard every replica holds) they must agree
 // exactly, and together they must cover the whole.
-func assemble[F cpu.Float](name string, p *encode.Program, pl encode.Placement, shape ir.Shape, pieces []*cpu.Tensor[F]) (*cpu.Tensor[F], error) {
+func assemble[F cpu.Float](name string, p *spmd.Program, pl spmd.Placement, shape ir.Shape, pieces []*cpu.Tensor[F]) (*cpu.Tensor[F], error) {
 	whole := cpu.NewTensor[F](shape, ir.Float32)
 	owner := make([]int, shape.Numel())
 	for i := range owner {
@@ -318,8 +318,8 @@ func assemble[F cpu.Float](name string, p *encode.Program, pl encode.Placement, 
 	return whole, nil
 }
 
-func verify[F cpu.Float](fwd *ir.Graph, p *encode.Program, opt Options) (*Report, error) {
-	if err := encode.Check(fwd, p); err != nil {
+func verify[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options) (*Report, error) {
+	if err := spmd.Check(fwd, p); err != nil {
 		return nil, err
 	}
 	single, err := ir.BuildTrainStep(fwd, opt.Optimizer)

@@ -8,9 +8,9 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/encode"
 	"hap/lower"
 	"hap/sim"
+	"hap/spmd"
 )
 
 // threeDevices is a cost model of three identical GPUs on one node, for
@@ -249,7 +249,7 @@ func TestApplyPlanOrderNamesTheSwapThatHangs(t *testing.T) {
 		// c1; k reads it; c2 reads k; c3 reads nothing.
 		p.Devices[d].Instrs = []lower.Instr{collective(1, []int{0, 1}), kernelOn("k", 0), collective(2, []int{0, 1}, 1), collective(3, []int{0, 1})}
 	}
-	plan := &encode.Program{CommDigest: p.CollectiveDigest()}
+	plan := &spmd.Program{CommDigest: p.CollectiveDigest()}
 	cases := []struct {
 		swaps [][2]int
 		blame string // "" when the order runs

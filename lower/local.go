@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Local is one device's forward program: the original ops on local shards,
@@ -23,8 +23,8 @@ type Local struct {
 	Leaf []ir.TensorID
 	// Layout is each original leaf's layout (among ranks, for a mesh
 	// program) and Placement its placement on both axes.
-	Layout    []encode.Layout
-	Placement []encode.Placement
+	Layout    []spmd.Layout
+	Placement []spmd.Placement
 }
 
 // BuildLocal lowers program p of forward graph g for device rank (the
@@ -36,8 +36,8 @@ type Local struct {
 // along an axis passes through a replicate op over that axis's group, so
 // its gradient is summed there: across replicas first (nearest the leaf),
 // then among ranks; backward runs them in the other order.
-func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
-	if err := encode.Check(g, p); err != nil {
+func BuildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
 	return buildLocal(g, p, rank)
@@ -47,8 +47,8 @@ func BuildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 // each one's training step (ir.BuildTrainStep), one worker per CPU: the
 // program is checked once, not once per device (on 64 devices that check
 // cost more than the lowering).
-func TrainSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
-	if err := encode.Check(g, p); err != nil {
+func TrainSteps(g *ir.Graph, p *spmd.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
 	steps := make([]*ir.Graph, p.NumDevices())
@@ -86,8 +86,8 @@ func TrainSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, 
 // schedule to the one its own step gives, on hand-written (meshes among
 // them) and random uneven programs. The steps are for the simulator;
 // executing or verifying a program needs each device's own (TrainSteps).
-func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
-	if err := encode.Check(g, p); err != nil {
+func CostSteps(g *ir.Graph, p *spmd.Program, opt ir.Optimizer) ([]*ir.Graph, error) {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
 	class := pieceClasses(p)
@@ -129,7 +129,7 @@ func CostSteps(g *ir.Graph, p *encode.Program, opt ir.Optimizer) ([]*ir.Graph, e
 // pieceClasses maps each device of p to the lowest device that holds the
 // same piece of every segment (CostSteps): of a mesh program, in a
 // replica whose pieces among its ranks are the same, too.
-func pieceClasses(p *encode.Program) []int {
+func pieceClasses(p *spmd.Program) []int {
 	class := make([]int, p.NumDevices())
 	first := map[string]int{}
 	var key []byte
@@ -167,12 +167,12 @@ func pieceClasses(p *encode.Program) []int {
 // c's, where they hold the same pieces: a copy whose ops name d's groups
 // where they name c's. nil when c's two groups are one, so that which of
 // d's an op means is not known, or an op names another group.
-func regroup(step *ir.Graph, p *encode.Program, c, d int) *ir.Graph {
-	ranks, replicas := p.Group(encode.AxisRanks, c), p.Group(encode.AxisReplicas, c)
+func regroup(step *ir.Graph, p *spmd.Program, c, d int) *ir.Graph {
+	ranks, replicas := p.Group(spmd.AxisRanks, c), p.Group(spmd.AxisReplicas, c)
 	if slices.Equal(ranks, replicas) {
 		return nil
 	}
-	ranksOf, replicasOf := p.Group(encode.AxisRanks, d), p.Group(encode.AxisReplicas, d)
+	ranksOf, replicasOf := p.Group(spmd.AxisRanks, d), p.Group(spmd.AxisReplicas, d)
 	out := *step
 	out.Ops = slices.Clone(step.Ops)
 	for i := range out.Ops {
@@ -219,26 +219,26 @@ func eachDevice(n int, f func(r int) error) error {
 }
 
 // buildLocal is BuildLocal of a program already checked against g.
-func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
+func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 	if rank < 0 || rank >= p.NumDevices() {
 		return nil, fmt.Errorf("lowering %s: device %d is not one of the program's %d", g.Name, rank, p.NumDevices())
 	}
 	mesh := p.Mesh != nil
 	b := ir.NewBuilder(fmt.Sprintf("%s@%d", g.Name, rank), ir.Float32)
-	loc := &Local{Rank: rank, Leaf: make([]ir.TensorID, len(g.Tensors)), Layout: make([]encode.Layout, len(g.Tensors)),
-		Placement: make([]encode.Placement, len(g.Tensors))}
+	loc := &Local{Rank: rank, Leaf: make([]ir.TensorID, len(g.Tensors)), Layout: make([]spmd.Layout, len(g.Tensors)),
+		Placement: make([]spmd.Placement, len(g.Tensors))}
 	for i := range loc.Leaf {
 		loc.Leaf[i] = ir.NoTensor
 	}
 	// vals[t][placement] is the local tensor holding t in that placement.
-	vals := make([]map[encode.Placement]ir.TensorID, len(g.Tensors))
-	set := func(t ir.TensorID, pl encode.Placement, v ir.TensorID) {
+	vals := make([]map[spmd.Placement]ir.TensorID, len(g.Tensors))
+	set := func(t ir.TensorID, pl spmd.Placement, v ir.TensorID) {
 		if vals[t] == nil {
-			vals[t] = map[encode.Placement]ir.TensorID{}
+			vals[t] = map[spmd.Placement]ir.TensorID{}
 		}
 		vals[t][pl] = v
 	}
-	local := func(pl encode.Placement, shape ir.Shape) ir.Shape {
+	local := func(pl spmd.Placement, shape ir.Shape) ir.Shape {
 		_, s := p.Piece(pl, shape, rank)
 		return s
 	}
@@ -257,20 +257,20 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 			// comes right after the parameter's gradient is complete and
 			// those changes' adjoints, and overlaps the rest of backward,
 			// as data-parallel runtimes bucket it.
-			if mesh && pl.Outer.Kind == encode.Identity {
-				replicate[lf.Tensor] = append(replicate[lf.Tensor], ir.Attrs{Group: p.Group(encode.AxisReplicas, rank)})
+			if mesh && pl.Outer.Kind == spmd.Identity {
+				replicate[lf.Tensor] = append(replicate[lf.Tensor], ir.Attrs{Group: p.Group(spmd.AxisReplicas, rank)})
 			}
-			if pl.Inner.Kind == encode.Identity {
+			if pl.Inner.Kind == spmd.Identity {
 				a := ir.Attrs{}
 				if mesh {
-					a.Group = p.Group(encode.AxisRanks, rank)
+					a.Group = p.Group(spmd.AxisRanks, rank)
 				}
 				replicate[lf.Tensor] = append(replicate[lf.Tensor], a)
 			}
 		}
 		set(lf.Tensor, pl, v)
 	}
-	get := func(t ir.TensorID, pl encode.Placement) ir.TensorID {
+	get := func(t ir.TensorID, pl spmd.Placement) ir.TensorID {
 		if as := replicate[t]; len(as) > 0 {
 			delete(replicate, t)
 			restore := b.Scope(g.Tensors[t].Name)
@@ -287,9 +287,9 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 	// backward, the all-reduce nothing (encode's timeline prices it so).
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
-		if i == 0 || p.Instrs[i-1].Kind == encode.Compute {
+		if i == 0 || p.Instrs[i-1].Kind == spmd.Compute {
 			j := i
-			for j < len(p.Instrs) && p.Instrs[j].Kind == encode.Comm {
+			for j < len(p.Instrs) && p.Instrs[j].Kind == spmd.Comm {
 				j++
 			}
 			if j < len(p.Instrs) {
@@ -300,7 +300,7 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 				}
 			}
 		}
-		if in.Kind == encode.Comm {
+		if in.Kind == spmd.Comm {
 			t := &g.Tensors[in.Tensor]
 			from, to := p.FromTo(i)
 			a := commAttrs(p, in, t.Shape, local(to, t.Shape), rank)
@@ -349,8 +349,8 @@ func buildLocal(g *ir.Graph, p *encode.Program, rank int) (*Local, error) {
 // commAttrs sets a collective's pieces along the axis it communicates on,
 // this device's rank there and, in a mesh program, its group. out is the
 // device's shape of the result (a pad's target).
-func commAttrs(p *encode.Program, in *encode.Instr, shape, out ir.Shape, rank int) ir.Attrs {
-	pieces := func(l encode.Layout) ([]int, int) { return p.AxisPieces(in.Axis, l, shape, rank) }
+func commAttrs(p *spmd.Program, in *spmd.Instr, shape, out ir.Shape, rank int) ir.Attrs {
+	pieces := func(l spmd.Layout) ([]int, int) { return p.AxisPieces(in.Axis, l, shape, rank) }
 	var a ir.Attrs
 	switch in.Collective {
 	case ir.OpAllGather:
@@ -384,7 +384,7 @@ func commAttrs(p *encode.Program, in *encode.Instr, shape, out ir.Shape, rank in
 // shapes: reshape targets shrink to the local piece, dropout learns where
 // its piece sits (so its mask matches the unsharded op's), and a
 // vocabulary-sharded embedding learns its first row.
-func localAttrs(g *ir.Graph, p *encode.Program, i, rank int) ir.Attrs {
+func localAttrs(g *ir.Graph, p *spmd.Program, i, rank int) ir.Attrs {
 	in := &p.Instrs[i]
 	op := &g.Ops[in.Op]
 	a := op.Attrs
@@ -397,7 +397,7 @@ func localAttrs(g *ir.Graph, p *encode.Program, i, rank int) ir.Attrs {
 		a.Offset, _ = p.Piece(p.OutPlacement(i, 0), out, rank)
 	case ir.OpEmbedding:
 		pl := p.InPlacement(i, 1)
-		if (pl.Inner.Kind == encode.Gather && pl.Inner.Dim == 0) || (pl.Outer.Kind == encode.Gather && pl.Outer.Dim == 0) {
+		if (pl.Inner.Kind == spmd.Gather && pl.Inner.Dim == 0) || (pl.Outer.Kind == spmd.Gather && pl.Outer.Dim == 0) {
 			off, _ := p.Piece(pl, g.Tensors[op.Inputs[1]].Shape, rank)
 			a.Partial = true
 			a.Offset = []int{off[0]}

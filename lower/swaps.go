@@ -4,10 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hap/spmd"
 	"slices"
 	"strings"
-
-	"hap/encode"
 )
 
 // Swap names two collectives by their IDs (Comm.ID): Swap{x, y} says y is issued before x on the
@@ -129,7 +128,7 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 // make it hang. It returns the devices' issue orders (IssueOrders), which a
 // one-queue runtime follows. Without swaps it leaves prog in list order and
 // returns no orders: the list is the issue order.
-func ApplyPlanOrder(prog *Program, p *encode.Program) ([][]int, error) {
+func ApplyPlanOrder(prog *Program, p *spmd.Program) ([][]int, error) {
 	if len(p.CommSwaps) == 0 {
 		return nil, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/solve"
+	"hap/spmd"
 )
 
 // This file is hap plan's device search. Every plan Synthesize finds runs
@@ -564,7 +565,7 @@ func (a *screenedAhead) stop() {
 type sidePaper struct {
 	done   chan struct{}
 	wanted chan struct{} // closed by wait: the search may wait no longer
-	prog   *encode.Program
+	prog   *spmd.Program
 	cancel context.CancelFunc
 }
 
@@ -593,7 +594,7 @@ func startPaper(ctx context.Context, in *Inputs, after <-chan struct{}) *sidePap
 // wait returns the search's program, nil when it found none (or sp is
 // nil): Synthesize then runs the search itself. A search still waiting to
 // start (startPaper's after) starts now. Called at most once.
-func (sp *sidePaper) wait() *encode.Program {
+func (sp *sidePaper) wait() *spmd.Program {
 	if sp == nil {
 		return nil
 	}

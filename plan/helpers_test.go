@@ -6,12 +6,13 @@ import (
 	"hap/encode"
 	"hap/models"
 	"hap/sim"
+	"hap/spmd"
 	"hap/strategy"
 )
 
 // strategyPlan is hand-written strategy s's plan of model on cluster (default options), with its
 // inputs and program.
-func strategyPlan(t testing.TB, model, cluster, s string) (*Inputs, *encode.Program, *Plan) {
+func strategyPlan(t testing.TB, model, cluster, s string) (*Inputs, *spmd.Program, *Plan) {
 	t.Helper()
 	in, err := LoadInputs(model, models.Options{}, cluster)
 	if err != nil {
@@ -44,7 +45,7 @@ func reread(t *testing.T, pl *Plan) *Plan {
 
 // pricedAndRun is choice ch's price in e and the simulator's run of its
 // program p, both of in.
-func pricedAndRun(t testing.TB, in *Inputs, e *encode.Encoding, ch *encode.Choice, p *encode.Program) (*encode.Breakdown, *sim.Result) {
+func pricedAndRun(t testing.TB, in *Inputs, e *encode.Encoding, ch *encode.Choice, p *spmd.Program) (*encode.Breakdown, *sim.Result) {
 	t.Helper()
 	br, err := e.Evaluate(ch)
 	if err != nil {

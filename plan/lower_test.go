@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 
-	"hap/encode"
 	"hap/encode/encodetest"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -26,7 +26,7 @@ import (
 func TestCostStepsScheduleAsTrainSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	shared, regrouped, devices := 0, 0, 0
-	check := func(in *Inputs, what string, p *encode.Program) {
+	check := func(in *Inputs, what string, p *spmd.Program) {
 		t.Helper()
 		own, err := lower.TrainSteps(in.Graph, p, in.Optimizer)
 		if err != nil {
@@ -72,7 +72,7 @@ func TestCostStepsScheduleAsTrainSteps(t *testing.T) {
 				ch := encodetest.RandomChoice(rng, e)
 				if found == 1 {
 					for s := range ch.Lengths {
-						ch.Lengths[s] = encode.EvenLengths(e.Segs[s].Units, e.N)
+						ch.Lengths[s] = spmd.EvenLengths(e.Segs[s].Units, e.N)
 					}
 				}
 				if p, err := e.Decode(ch); err == nil {
@@ -91,7 +91,7 @@ func TestCostStepsScheduleAsTrainSteps(t *testing.T) {
 		byName, _ := handWritten(in)
 		for trial := range 3 {
 			p := redrawnRows(rng, byName["megatron"])
-			if err := encode.Check(in.Graph, p); err != nil {
+			if err := spmd.Check(in.Graph, p); err != nil {
 				t.Fatalf("%s on modern-24, megatron with its rows redrawn: %v", name, err)
 			}
 			check(in, fmt.Sprintf("%s on modern-24, megatron with its rows redrawn (%d)", name, trial), p)
@@ -106,7 +106,7 @@ func TestCostStepsScheduleAsTrainSteps(t *testing.T) {
 // redrawnRows is mesh program p with each nested segment's lengths among
 // a replica's ranks drawn at random, each replica's still summing to its
 // length of the mesh segment the segment is nested in.
-func redrawnRows(rng *rand.Rand, p *encode.Program) *encode.Program {
+func redrawnRows(rng *rand.Rand, p *spmd.Program) *spmd.Program {
 	q := *p
 	q.Segments = slices.Clone(p.Segments)
 	for i := range q.Segments {
@@ -142,7 +142,7 @@ func BenchmarkLowerSteps(b *testing.B) {
 		}
 		for _, bc := range []struct {
 			name  string
-			steps func(*ir.Graph, *encode.Program, ir.Optimizer) ([]*ir.Graph, error)
+			steps func(*ir.Graph, *spmd.Program, ir.Optimizer) ([]*ir.Graph, error)
 		}{{"own", lower.TrainSteps}, {"alike", lower.CostSteps}} {
 			b.Run(s+"/"+bc.name, func(b *testing.B) {
 				for range b.N {

@@ -12,6 +12,7 @@ import (
 	"hap/ir"
 	"hap/models"
 	"hap/solve"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -106,7 +107,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, e := uncappedEncoding(t, in)
-		check := func(name string, p *encode.Program) {
+		check := func(name string, p *spmd.Program) {
 			if p.Mesh != nil {
 				return // 2-D programs are baselines only, outside the encoding
 			}
@@ -147,7 +148,7 @@ func TestPlannerCostMatchesSimulator(t *testing.T) {
 			}
 			t.Logf("%-9s %-8s %-9s memory: planner/simulator %+.1f%% .. %+.1f%% over devices", c.model, c.cluster, name, 100*lo, 100*hi)
 		}
-		var starts []*encode.Program
+		var starts []*spmd.Program
 		for _, name := range strategy.Names() {
 			if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
 				check(name, p)
@@ -265,9 +266,9 @@ func TestPlannerCostOnRandomAllToAllPrograms(t *testing.T) {
 
 // usesAllToAll reports whether p changes a layout Gather→Gather by an
 // all-to-all.
-func usesAllToAll(p *encode.Program) bool {
+func usesAllToAll(p *spmd.Program) bool {
 	for _, in := range p.Instrs {
-		if in.Kind == encode.Comm && in.Collective == ir.OpAllToAll {
+		if in.Kind == spmd.Comm && in.Collective == ir.OpAllToAll {
 			return true
 		}
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"hap/encode"
 	"hap/lower"
 	"hap/order"
 	"hap/sim"
 	"hap/solve/z3"
+	"hap/spmd"
 )
 
 // OrderDoc is the communication streams' issue order Z3 searched for a
@@ -54,7 +54,7 @@ type OrderDoc struct {
 // collectives). It records the best order found in pl (CommOrder,
 // and p.CommSwaps) with pl's Cost re-simulated under it, and returns the
 // search's result. pl must be p's plan document.
-func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, opt order.Options) (*order.Result, error) {
+func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, opt order.Options) (*order.Result, error) {
 	listed := *p
 	listed.CommSwaps = nil
 	prog, m, err := Lower(in, &listed)

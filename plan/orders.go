@@ -10,6 +10,7 @@ import (
 	"hap/order"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 )
 
 // fullWindowCollectives is the longest communication stream whose order is
@@ -99,7 +100,7 @@ type JointOrderOptions struct {
 // the search's where that is higher and holds over every order, and its
 // status is "optimal" when the search proves it. It returns the plan
 // (pl, or a new one), its program and the search's result.
-func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *encode.Program, opt JointOrderOptions) (*Plan, *encode.Program, *solve.OrderResult, error) {
+func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, opt JointOrderOptions) (*Plan, *spmd.Program, *solve.OrderResult, error) {
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, nil, nil, err

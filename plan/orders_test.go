@@ -20,6 +20,7 @@ import (
 	"hap/order"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 )
 
 // orderExactTolerance is how far (relative) the joint search over orders
@@ -156,7 +157,7 @@ func TestOverOrdersMatchesExhaustiveEnumeration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		segs := []encode.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
+		segs := []spmd.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
 		e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: in.Optimizer, NoGroup: true, NoAllToAll: true})
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +230,7 @@ func TestOverOrdersFindsTheCheapestPlanWhereverThePricesPutIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		segs := []encode.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
+		segs := []spmd.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
 		e, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoGroup: true, NoAllToAll: true})
 		if err != nil {
 			t.Fatal(err)

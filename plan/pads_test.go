@@ -10,6 +10,7 @@ import (
 	"hap/ir"
 	"hap/milp"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -45,7 +46,7 @@ func TestPlannerPricesTheSlicesPads(t *testing.T) {
 		if ci < 0 {
 			t.Fatalf("vgg19 has no op %s", op)
 		}
-		r := slices.IndexFunc(e.Classes[ci].Rules, func(r encode.Rule) bool { return r.Name == "column-parallel" })
+		r := slices.IndexFunc(e.Classes[ci].Rules, func(r spmd.Rule) bool { return r.Name == "column-parallel" })
 		if r < 0 {
 			t.Fatalf("%s has no column-parallel rule", op)
 		}
@@ -57,7 +58,7 @@ func TestPlannerPricesTheSlicesPads(t *testing.T) {
 	}
 	sliced := 0
 	for _, ins := range p.Instrs {
-		if ins.Kind == encode.Comm && ins.Collective == ir.OpDynamicSlice && in.Graph.Tensors[ins.Tensor].Kind != ir.Input {
+		if ins.Kind == spmd.Comm && ins.Collective == ir.OpDynamicSlice && in.Graph.Tensors[ins.Tensor].Kind != ir.Input {
 			sliced++
 		}
 	}

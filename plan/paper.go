@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/solve"
 	"hap/solve/paper"
+	"hap/spmd"
 )
 
 // errPaperNoPlan is returned when the paper's algorithm finds nothing.
@@ -38,7 +38,7 @@ func paperSearches(in *Inputs) bool {
 // The result depends only on the inputs (the search is bounded by state
 // counts); limit (and ctx) is only a safety stop, and the error says when
 // it ended the search.
-func PaperSearch(ctx context.Context, in *Inputs, limit time.Duration) (*encode.Program, error) {
+func PaperSearch(ctx context.Context, in *Inputs, limit time.Duration) (*spmd.Program, error) {
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("hap-paper: cost model: %w", err)

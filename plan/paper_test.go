@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
 	"hap/solve"
 	"hap/solve/paper"
+	"hap/spmd"
 )
 
 // paperSafety is the safety stop the tests give the paper's search: far
@@ -39,7 +39,7 @@ func TestPaperPlansVerify(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := encode.Check(in.Graph, p); err != nil {
+		if err := spmd.Check(in.Graph, p); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if name == "bert-moe-tiny" {

@@ -26,11 +26,11 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
 	"hap/sim"
+	"hap/spmd"
 )
 
 // Schema identifies the document version.
@@ -38,17 +38,17 @@ const Schema = "hap.plan/v1"
 
 // Plan is the document.
 type Plan struct {
-	Schema  string           `json:"schema"`
-	Model   ModelRef         `json:"model"`
-	Cluster ClusterRef       `json:"cluster"`
-	Options Options          `json:"options"`
-	Ratios  []encode.Segment `json:"ratios"`
+	Schema  string         `json:"schema"`
+	Model   ModelRef       `json:"model"`
+	Cluster ClusterRef     `json:"cluster"`
+	Options Options        `json:"options"`
+	Ratios  []spmd.Segment `json:"ratios"`
 	// Mesh, for a 2-D program (megatron on multi-GPU machines), lists the
 	// replicas' devices and the ratios across replicas; Ratios then cut
 	// among the ranks of a replica.
-	Mesh    *encode.Mesh `json:"mesh,omitempty"`
-	Leaves  []LeafDoc    `json:"leaves"`
-	Program []InstrDoc   `json:"program"`
+	Mesh    *spmd.Mesh `json:"mesh,omitempty"`
+	Leaves  []LeafDoc  `json:"leaves"`
+	Program []InstrDoc `json:"program"`
 	// CommOrder, when set, is the communication streams' issue order Z3
 	// searched for the program (hap plan --search-order); absent, the
 	// collectives are issued in the order lowering lists them.
@@ -99,9 +99,9 @@ type Options struct {
 // LeafDoc is a fed tensor's layout (among ranks, in a mesh plan) and, in a
 // mesh plan, its layout across replicas.
 type LeafDoc struct {
-	Tensor string         `json:"tensor"`
-	Layout encode.Layout  `json:"layout"`
-	Outer  *encode.Layout `json:"outer,omitempty"`
+	Tensor string       `json:"tensor"`
+	Layout spmd.Layout  `json:"layout"`
+	Outer  *spmd.Layout `json:"outer,omitempty"`
 }
 
 // InstrDoc is one instruction, by name. In a mesh plan a compute also has
@@ -109,22 +109,22 @@ type LeafDoc struct {
 // the axis it runs along (ranks or replicas) and the tensor's layout along
 // the other one.
 type InstrDoc struct {
-	Kind       string          `json:"kind"` // compute or comm
-	Op         string          `json:"op,omitempty"`
-	OpKind     ir.OpKind       `json:"op_kind,omitempty"`
-	Rule       string          `json:"rule,omitempty"`
-	In         []encode.Layout `json:"in,omitempty"`
-	Out        []encode.Layout `json:"out,omitempty"`
-	Tensor     string          `json:"tensor,omitempty"`
-	From       *encode.Layout  `json:"from,omitempty"`
-	To         *encode.Layout  `json:"to,omitempty"`
-	Collective ir.OpKind       `json:"collective,omitempty"`
-	Method     string          `json:"method,omitempty"`
-	OuterRule  string          `json:"outer_rule,omitempty"`
-	OuterIn    []encode.Layout `json:"outer_in,omitempty"`
-	OuterOut   []encode.Layout `json:"outer_out,omitempty"`
-	Axis       string          `json:"axis,omitempty"`
-	Other      *encode.Layout  `json:"other,omitempty"`
+	Kind       string        `json:"kind"` // compute or comm
+	Op         string        `json:"op,omitempty"`
+	OpKind     ir.OpKind     `json:"op_kind,omitempty"`
+	Rule       string        `json:"rule,omitempty"`
+	In         []spmd.Layout `json:"in,omitempty"`
+	Out        []spmd.Layout `json:"out,omitempty"`
+	Tensor     string        `json:"tensor,omitempty"`
+	From       *spmd.Layout  `json:"from,omitempty"`
+	To         *spmd.Layout  `json:"to,omitempty"`
+	Collective ir.OpKind     `json:"collective,omitempty"`
+	Method     string        `json:"method,omitempty"`
+	OuterRule  string        `json:"outer_rule,omitempty"`
+	OuterIn    []spmd.Layout `json:"outer_in,omitempty"`
+	OuterOut   []spmd.Layout `json:"outer_out,omitempty"`
+	Axis       string        `json:"axis,omitempty"`
+	Other      *spmd.Layout  `json:"other,omitempty"`
 }
 
 // Cost is the simulated step.
@@ -508,7 +508,7 @@ func clusterHash(c *cluster.Cluster) string {
 }
 
 // Build makes the plan document for program p, simulating it for its cost.
-func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan, error) {
+func Build(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Plan, error) {
 	pl, err := buildDoc(in, p, strategy, solver)
 	if err != nil {
 		return nil, err
@@ -522,9 +522,9 @@ func Build(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan
 }
 
 // buildDoc is the plan document of p without its cost.
-func buildDoc(in *Inputs, p *encode.Program, strategy string, solver Solver) (*Plan, error) {
+func buildDoc(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Plan, error) {
 	g := in.Graph
-	if err := encode.Check(g, p); err != nil {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
 	pl := &Plan{
@@ -548,7 +548,7 @@ func buildDoc(in *Inputs, p *encode.Program, strategy string, solver Solver) (*P
 	}
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
-		if in.Kind == encode.Compute {
+		if in.Kind == spmd.Compute {
 			op := &g.Ops[in.Op]
 			d := InstrDoc{Kind: "compute", Op: op.Name, OpKind: op.Kind, Rule: in.Rule.Name, In: in.Rule.In, Out: in.Rule.Out}
 			if mesh {
@@ -570,7 +570,7 @@ func buildDoc(in *Inputs, p *encode.Program, strategy string, solver Solver) (*P
 
 // withProgram is the plan of program p p whose simulation res is known:
 // Build without simulating again.
-func withProgram(in *Inputs, p *encode.Program, strategy string, solver Solver, res *sim.Result) (*Plan, error) {
+func withProgram(in *Inputs, p *spmd.Program, strategy string, solver Solver, res *sim.Result) (*Plan, error) {
 	pl, err := buildDoc(in, p, strategy, solver)
 	if err != nil {
 		return nil, err
@@ -581,7 +581,7 @@ func withProgram(in *Inputs, p *encode.Program, strategy string, solver Solver, 
 
 // Simulate lowers p, schedules it and runs the simulator under the
 // cluster's cost model.
-func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
+func Simulate(in *Inputs, p *spmd.Program) (*sim.Result, error) {
 	prog, m, err := Lower(in, p)
 	if err != nil {
 		return nil, err
@@ -591,7 +591,7 @@ func Simulate(in *Inputs, p *encode.Program) (*sim.Result, error) {
 
 // Lower lowers p to the per-device program the simulator runs, with the
 // cluster's cost model to run it under.
-func Lower(in *Inputs, p *encode.Program) (*lower.Program, *cost.Model, error) {
+func Lower(in *Inputs, p *spmd.Program) (*lower.Program, *cost.Model, error) {
 	steps, err := lower.CostSteps(in.Graph, p, in.Optimizer)
 	if err != nil {
 		return nil, nil, err
@@ -646,7 +646,7 @@ func Parse(data []byte, file string) (*Plan, error) {
 
 // Resolve rebuilds the model and cluster a plan names, checks they are
 // the ones it was made for, and turns its program back into IDs, checked.
-func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
+func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 	in, err := LoadInputs(pl.Model.Spec, models.Options{Batch: pl.Model.Batch, Experts: pl.Model.Experts}, pl.Cluster.Spec)
 	if err != nil {
 		return nil, nil, err
@@ -680,7 +680,7 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 		opByName[g.Ops[i].Name] = ir.OpID(i)
 	}
 	used := pl.Cluster.Used()
-	p := &encode.Program{Devices: used, Segments: pl.Ratios, Mesh: pl.Mesh}
+	p := &spmd.Program{Devices: used, Segments: pl.Ratios, Mesh: pl.Mesh}
 	if m := pl.Mesh; m != nil {
 		if len(m.Replicas) == 0 || used%len(m.Replicas) != 0 {
 			return nil, nil, fmt.Errorf("plan mesh has %d replicas, which do not divide the plan's %d devices", len(m.Replicas), used)
@@ -692,7 +692,7 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		ll := encode.LeafLayout{Tensor: id, Layout: lf.Layout}
+		ll := spmd.LeafLayout{Tensor: id, Layout: lf.Layout}
 		if lf.Outer != nil {
 			ll.Outer = *lf.Outer
 		}
@@ -705,8 +705,8 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 			if !ok {
 				return nil, nil, fmt.Errorf("program[%d]: no op named %q in %s", i, d.Op, g.Name)
 			}
-			p.Instrs = append(p.Instrs, encode.Instr{Kind: encode.Compute, Op: id, Rule: encode.Rule{Name: d.Rule, In: d.In, Out: d.Out},
-				Outer: encode.Rule{Name: d.OuterRule, In: d.OuterIn, Out: d.OuterOut}})
+			p.Instrs = append(p.Instrs, spmd.Instr{Kind: spmd.Compute, Op: id, Rule: spmd.Rule{Name: d.Rule, In: d.In, Out: d.Out},
+				Outer: spmd.Rule{Name: d.OuterRule, In: d.OuterIn, Out: d.OuterOut}})
 		case "comm":
 			id, err := tensor(d.Tensor)
 			if err != nil {
@@ -715,7 +715,7 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 			if d.From == nil || d.To == nil {
 				return nil, nil, fmt.Errorf("program[%d]: comm needs from and to", i)
 			}
-			in := encode.Instr{Kind: encode.Comm, Tensor: id, From: *d.From, To: *d.To, Collective: d.Collective, Method: d.Method}
+			in := spmd.Instr{Kind: spmd.Comm, Tensor: id, From: *d.From, To: *d.To, Collective: d.Collective, Method: d.Method}
 			if err := in.Axis.UnmarshalText([]byte(d.Axis)); err != nil {
 				return nil, nil, fmt.Errorf("program[%d]: %w", i, err)
 			}
@@ -727,7 +727,7 @@ func (pl *Plan) Resolve() (*Inputs, *encode.Program, error) {
 			return nil, nil, fmt.Errorf("program[%d]: kind %q, want compute or comm", i, d.Kind)
 		}
 	}
-	if err := encode.Check(g, p); err != nil {
+	if err := spmd.Check(g, p); err != nil {
 		return nil, nil, err
 	}
 	if pl.CommOrder != nil {

@@ -20,6 +20,7 @@ import (
 	"hap/milp/cbc"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -42,7 +43,7 @@ type SynthOptions struct {
 	// already run on these inputs (bench runs it as a system of its own);
 	// otherwise Synthesize runs it, with PaperShare of the time limit as
 	// its safety stop.
-	Paper *encode.Program
+	Paper *spmd.Program
 	// Simulated holds results already simulated for named strategies on
 	// these inputs (bench's baseline rows); Synthesize reuses them.
 	Simulated map[string]*sim.Result
@@ -196,7 +197,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		simulated = map[string]*sim.Result{}
 	}
 	pre := make(chan map[string]*sim.Result, 1)
-	paperFound := make(chan *encode.Program, 1)
+	paperFound := make(chan *spmd.Program, 1)
 	hand := maps.Clone(baselines) // baselines gains the paper's below
 	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, hand, paperFound, simulated) }()
 	solveLimit := limit
@@ -314,7 +315,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		}
 		res, fraction = again, next
 	}
-	screen := func(p *encode.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
+	screen := func(p *spmd.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
 	if !fits(best.Cost.PerDevice) {
 		say("the solver's plan does not fit in memory when simulated; trying the starts")
 		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
@@ -327,8 +328,8 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 
 // handWritten builds every hand-written strategy that applies to in, by
 // name and in strategy.Names' order: the search's starts.
-func handWritten(in *Inputs) (byName map[string]*encode.Program, starts []*encode.Program) {
-	byName = map[string]*encode.Program{}
+func handWritten(in *Inputs) (byName map[string]*spmd.Program, starts []*spmd.Program) {
+	byName = map[string]*spmd.Program{}
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
 			byName[name] = p
@@ -501,7 +502,7 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 // simulated are not simulated again; screen, when set, rules a start out
 // by the planner's estimate against the best step so far without
 // simulating it.
-func fasterStart(in *Inputs, baselines map[string]*encode.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *encode.Program, best float64) bool) *Plan {
+func fasterStart(in *Inputs, baselines map[string]*spmd.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *spmd.Program, best float64) bool) *Plan {
 	for _, name := range append(strategy.Names(), "hap-paper", PolishedStart) {
 		p, ok := baselines[name]
 		if !ok {
@@ -568,14 +569,14 @@ const screenMargin = 0.03
 // screenedOut reports whether p is priced by the encoding at more than
 // screenMargin above best. Programs the encoding cannot price are never
 // screened.
-func screenedOut(e *encode.Encoding, p *encode.Program, best float64) bool {
+func screenedOut(e *encode.Encoding, p *spmd.Program, best float64) bool {
 	t, ok := priced(e, p)
 	return ok && t > best*(1+screenMargin)
 }
 
 // priced is the encoding's step time for p, if it can price it: not 2-D
 // meshes, segments it does not offer, or memory it judges short.
-func priced(e *encode.Encoding, p *encode.Program) (float64, bool) {
+func priced(e *encode.Encoding, p *spmd.Program) (float64, bool) {
 	if p.Mesh != nil {
 		return 0, false
 	}
@@ -596,13 +597,13 @@ func priced(e *encode.Encoding, p *encode.Program) (float64, bool) {
 // paper search's program (nil for none) as "hap-paper". A baseline that
 // fails to simulate is left out: fasterStart tries it again and passes
 // over it.
-func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand map[string]*encode.Program, paper <-chan *encode.Program, done map[string]*sim.Result) map[string]*sim.Result {
+func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand map[string]*spmd.Program, paper <-chan *spmd.Program, done map[string]*sim.Result) map[string]*sim.Result {
 	out := map[string]*sim.Result{}
 	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: memoryFraction})
 	if err != nil {
 		return out
 	}
-	simulate := func(name string, p *encode.Program) {
+	simulate := func(name string, p *spmd.Program) {
 		if _, ok := done[name]; ok {
 			return
 		}

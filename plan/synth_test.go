@@ -22,6 +22,7 @@ import (
 	"hap/models"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -380,7 +381,7 @@ func TestUntieBranchesTheBoundOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var starts []*encode.Program
+	var starts []*spmd.Program
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
 			starts = append(starts, p)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"hap/encode"
+	"hap/spmd"
 )
 
 // A chain is a run of op classes moved from one split to another
@@ -70,7 +71,7 @@ func (g *chainGraph) chain(e *encode.Encoding, ch *encode.Choice, ci, r int) []c
 	steps := []chainStep{{ci, r}}
 	taken := map[int]int{ci: r} // op class → the rule the chain gives it
 	// ruleOf is op class c's rule: the chain's where it gave one, else ch's.
-	ruleOf := func(c int) encode.Rule {
+	ruleOf := func(c int) spmd.Rule {
 		if k, ok := taken[c]; ok {
 			return e.Classes[c].Rules[k]
 		}
@@ -79,7 +80,7 @@ func (g *chainGraph) chain(e *encode.Encoding, ch *encode.Choice, ci, r int) []c
 	times := len(e.Classes[ci].Ops)
 	// follow gives op class cj its first rule for which agrees holds, if
 	// it has one and the chain has not reached it yet.
-	follow := func(cj int, agrees func(encode.Rule) bool) {
+	follow := func(cj int, agrees func(spmd.Rule) bool) {
 		if _, done := taken[cj]; done || len(e.Classes[cj].Ops) != times {
 			return
 		}
@@ -100,7 +101,7 @@ func (g *chainGraph) chain(e *encode.Encoding, ch *encode.Choice, ci, r int) []c
 			for _, cs := range t.Consumers {
 				cj, slot := cs[0], cs[1]
 				if ruleOf(cj).In[slot] != made {
-					follow(cj, func(o encode.Rule) bool { return o.In[slot] == made })
+					follow(cj, func(o spmd.Rule) bool { return o.In[slot] == made })
 				}
 			}
 		}
@@ -109,7 +110,7 @@ func (g *chainGraph) chain(e *encode.Encoding, ch *encode.Choice, ci, r int) []c
 			for _, ti := range tcs {
 				t := &e.Tensors[ti]
 				if p, out := t.Producer, t.OutIdx; p >= 0 && ruleOf(p).Out[out] != want {
-					follow(p, func(o encode.Rule) bool { return o.Out[out] == want })
+					follow(p, func(o spmd.Rule) bool { return o.Out[out] == want })
 				}
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"hap/milp"
 	"hap/milp/cbc"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -40,7 +41,7 @@ func encodeOn(t *testing.T, g *ir.Graph, clusterYAML string) (*encode.Encoding, 
 
 // strategyChoice is a hand-written strategy's program for g on c, and its
 // choice in e.
-func strategyChoice(t *testing.T, g *ir.Graph, c *cluster.Cluster, e *encode.Encoding, name string) (*encode.Program, *encode.Choice) {
+func strategyChoice(t *testing.T, g *ir.Graph, c *cluster.Cluster, e *encode.Encoding, name string) (*spmd.Program, *encode.Choice) {
 	t.Helper()
 	p, err := strategy.Build(name, g, c)
 	if err != nil {
@@ -89,7 +90,7 @@ func TestFitMemoryRepairsAStartThatDoesNotFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: []*encode.Program{p}})
+	res, err := Synthesize(context.Background(), g, e.Model(), Options{Optimizer: ir.Adam(1e-3), NodeLimit: 10, Starts: []*spmd.Program{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +119,8 @@ func TestFitMemoryGivesUpWhenNothingFits(t *testing.T) {
 
 // strategyStarts are the programs of every hand-written strategy that
 // builds for g on c, the starts plan.Synthesize gives the search.
-func strategyStarts(g *ir.Graph, c *cluster.Cluster) []*encode.Program {
-	var starts []*encode.Program
+func strategyStarts(g *ir.Graph, c *cluster.Cluster) []*spmd.Program {
+	var starts []*spmd.Program
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, g, c); err == nil {
 			starts = append(starts, p)
@@ -131,7 +132,7 @@ func strategyStarts(g *ir.Graph, c *cluster.Cluster) []*encode.Program {
 // bertBaseOnPaper16 is bert-base at the batch given, the paper's 16-GPU
 // cluster with its cost model, and every hand-written strategy that
 // builds for them.
-func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*encode.Program) {
+func bertBaseOnPaper16(t *testing.T, batch int) (*ir.Graph, *cluster.Cluster, *cost.Model, []*spmd.Program) {
 	t.Helper()
 	g, c, m := zooOn(t, "bert-base", models.Options{Batch: batch}, "paper-16")
 	starts := strategyStarts(g, c)
@@ -161,7 +162,7 @@ func zooOn(t testing.TB, model string, opt models.Options, clusterName string) (
 // features — activations, not weights, fill the memory — on an RTX 4090
 // (24 GB, 4× an A100's FP32) and an A100-80GB, encoded, with dp-cp's and
 // dp-ev's choices.
-func tallOnAFastAndABigGPU(t *testing.T, batch int) (*ir.Graph, *encode.Encoding, []*encode.Program, []*encode.Choice) {
+func tallOnAFastAndABigGPU(t *testing.T, batch int) (*ir.Graph, *encode.Encoding, []*spmd.Program, []*encode.Choice) {
 	t.Helper()
 	b := ir.NewBuilder("tall", ir.Float32)
 	x := b.Input("x", ir.Float32, batch, 4096)
@@ -170,7 +171,7 @@ func tallOnAFastAndABigGPU(t *testing.T, batch int) (*ir.Graph, *encode.Encoding
 		t.Fatal(err)
 	}
 	e, c := encodeOn(t, g, "name: mix\nnodes:\n  - {name: a, device: RTX-4090, count: 1}\n  - {name: b, device: A100-80GB, count: 1}\ninter: {class: ethernet, bandwidth: 25Gb/s}\n")
-	var progs []*encode.Program
+	var progs []*spmd.Program
 	var chs []*encode.Choice
 	for _, name := range []string{"dp-cp", "dp-ev"} {
 		p, ch := strategyChoice(t, g, c, e, name)

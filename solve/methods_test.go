@@ -11,6 +11,7 @@ import (
 	"hap/ir"
 	"hap/milp"
 	"hap/models"
+	"hap/spmd"
 )
 
 // flipThatPays returns a tensor class and layout whose method flip lowers
@@ -44,7 +45,7 @@ func zeroLike(t *testing.T, e *encode.Encoding, dpcp *encode.Choice) *encode.Cho
 			continue
 		}
 		for li, l := range tc.LeafLayouts {
-			if l.Kind == encode.Gather {
+			if l.Kind == spmd.Gather {
 				ch.Leaf[ti] = li
 				break
 			}
@@ -55,7 +56,7 @@ func zeroLike(t *testing.T, e *encode.Encoding, dpcp *encode.Choice) *encode.Cho
 		shares[d] = float64(d + 1)
 	}
 	for s, seg := range e.Segs {
-		ch.Lengths[s] = encode.RoundLengths(seg.Units, shares)
+		ch.Lengths[s] = spmd.RoundLengths(seg.Units, shares)
 	}
 	return ch
 }
@@ -133,7 +134,7 @@ func TestChoiceOfKeepsMethods(t *testing.T) {
 			methods[in.Method]++
 		}
 	}
-	if methods[encode.MethodGrouped] == 0 || methods[encode.MethodPadded] == 0 {
+	if methods[spmd.MethodGrouped] == 0 || methods[spmd.MethodPadded] == 0 {
 		t.Fatalf("want a program with both methods, got %v", methods)
 	}
 	back, ok := e.ChoiceOf(p)

@@ -10,6 +10,7 @@ import (
 	"hap/ir"
 	"hap/milp"
 	"hap/milp/cbc"
+	"hap/spmd"
 )
 
 // ExcludeChoice cuts off exactly the choice it is given: pinned to that
@@ -21,7 +22,7 @@ func TestExcludeChoiceCutsOffOnlyThatChoice(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		g := smallGraph(rng)
 		m := smallCluster(t, rng, 1+rng.IntN(3))
-		e, err := encode.Encode(g, []encode.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}, m,
+		e, err := encode.Encode(g, []spmd.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}, m,
 			encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoGroup: true, NoAllToAll: true, MemoryFraction: 1e6})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"hap/encode"
 	"hap/milp"
+	"hap/spmd"
 )
 
 // polishRounds caps Polish's alternation; each round must improve by more
@@ -158,7 +159,7 @@ const programPumpPasses = 10
 func evenUnused(e *encode.Encoding, ch *encode.Choice) *encode.Choice {
 	out := ch
 	for s, u := range e.SegmentsUsed(ch) {
-		even := encode.EvenLengths(e.Segs[s].Units, e.N)
+		even := spmd.EvenLengths(e.Segs[s].Units, e.N)
 		if u || slices.Equal(ch.Lengths[s], even) {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"hap/encode"
 	"hap/encode/encodetest"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Pruning keeps every program's best price, not only the optimum's: on
@@ -33,9 +34,9 @@ func TestPruningKeepsEveryProgramsBestPrice(t *testing.T) {
 		g := smallGraphOf(rng, []int{3, 1 << 16}[rng.IntN(2)])
 		n := []int{2, 6, 8}[rng.IntN(3)]
 		m := smallCluster(t, rng, n)
-		segs := []encode.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
+		segs := []spmd.Segment{{Name: "batch", Units: g.Tensors[0].Shape[0]}}
 		if w := g.Tensors[g.TensorsOfKind(ir.Param)[0]].Shape[1]; w != segs[0].Units && n == 2 {
-			segs = append(segs, encode.Segment{Name: "width", Units: w})
+			segs = append(segs, spmd.Segment{Name: "width", Units: w})
 		}
 		opt := encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoGroup: true, NoAllToAll: i%2 == 0}
 		pruned, err := encode.Encode(g, segs, m, opt)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"hap/encode"
+	"hap/spmd"
 )
 
 // segmentUsers are the op classes and leaf classes of a choice that
@@ -43,7 +44,7 @@ func segmentComponents(e *encode.Encoding, ch *encode.Choice, s int) []segmentUs
 			parent[max(a, b)] = min(a, b)
 		}
 	}
-	on := func(l encode.Layout) bool { return l.Kind == encode.Gather && l.Seg == s }
+	on := func(l spmd.Layout) bool { return l.Kind == spmd.Gather && l.Seg == s }
 	uses := make([]bool, len(parent))
 	for ci, c := range e.Classes {
 		r := c.Rules[ch.Rule[ci]]

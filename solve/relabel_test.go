@@ -9,6 +9,7 @@ import (
 	"hap/executor"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -47,7 +48,7 @@ func zooStarts(t testing.TB, model string, opt models.Options, clusterName strin
 // usesSegment reports whether op class ci (leaf class ti when ci < 0)
 // splits anything by segment s under ch.
 func usesSegment(e *encode.Encoding, ch *encode.Choice, ci, ti, s int) bool {
-	on := func(l encode.Layout) bool { return l.Kind == encode.Gather && l.Seg == s }
+	on := func(l spmd.Layout) bool { return l.Kind == spmd.Gather && l.Seg == s }
 	if ci < 0 {
 		return on(e.Tensors[ti].LeafLayouts[ch.Leaf[ti]])
 	}

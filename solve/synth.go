@@ -13,6 +13,7 @@ import (
 	"hap/ir"
 	"hap/milp"
 	"hap/milp/cbc"
+	"hap/spmd"
 )
 
 // Options configure a synthesis.
@@ -49,11 +50,11 @@ type Options struct {
 	// encode.DefaultMemoryFraction.
 	MemoryFraction float64
 	// Segments overrides the candidate segments (tests); nil derives them.
-	Segments []encode.Segment
+	Segments []spmd.Segment
 	// Starts are programs to start the search from (the hand-written
 	// strategies'): the cheapest under the encoding becomes the MIP start,
 	// so the result is never worse than any of them.
-	Starts []*encode.Program
+	Starts []*spmd.Program
 	// JointSolver solves the joint MILP; nil means CBC, in a child process
 	// while its heuristics run (they can abort inside Clp). Polish's
 	// smaller solves always use CBC. Tests set it to see the model the
@@ -91,7 +92,7 @@ type Options struct {
 
 // Result is a synthesized program and how it was found.
 type Result struct {
-	Program  *encode.Program
+	Program  *spmd.Program
 	Encoding *encode.Encoding
 	Choice   *encode.Choice
 	Estimate *encode.Breakdown
@@ -131,7 +132,7 @@ type Result struct {
 	// The plan is no dearer under the encoding; the simulator may still
 	// find the start faster where the encoding's timeline is off, so
 	// callers that simulate should try it.
-	Start *encode.Program
+	Start *spmd.Program
 }
 
 // Phases is where a synthesis's wall time went, in seconds. The parts
@@ -440,7 +441,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("internal: the solver's choice does not decode: %w", err)
 	}
-	var startProg *encode.Program
+	var startProg *spmd.Program
 	if seed != nil {
 		startProg, _ = e.Decode(seed) // a start that does not decode is not offered
 	}
@@ -591,15 +592,15 @@ func closestOver(e *encode.Encoding, closest *encode.Choice) string {
 // CandidateSegments derives the units the planner may split: the batch
 // (dim 0 of the first input), attention heads, and the output width of
 // every two-dimensional weight and the first dim of every expert weight.
-func CandidateSegments(g *ir.Graph) []encode.Segment {
-	var segs []encode.Segment
+func CandidateSegments(g *ir.Graph) []spmd.Segment {
+	var segs []spmd.Segment
 	seen := map[int]bool{}
 	add := func(name string, units int) {
 		if units < 2 || seen[units] {
 			return
 		}
 		seen[units] = true
-		segs = append(segs, encode.Segment{Name: name, Units: units})
+		segs = append(segs, spmd.Segment{Name: name, Units: units})
 	}
 	for _, t := range g.TensorsOfKind(ir.Input) {
 		if s := g.Tensors[t].Shape; len(s) > 0 {
@@ -608,7 +609,7 @@ func CandidateSegments(g *ir.Graph) []encode.Segment {
 				// must end as Reduce, and with no other way to a
 				// partial loss, its one device computes it (the
 				// others add zero), as the hand-written strategies do.
-				segs = append(segs, encode.Segment{Name: "batch", Units: 1})
+				segs = append(segs, spmd.Segment{Name: "batch", Units: 1})
 				break
 			}
 			add("batch", s[0])

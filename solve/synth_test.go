@@ -10,6 +10,7 @@ import (
 	"hap/cost"
 	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // exactTolerance: the MILP and the enumerator price choices with the same
@@ -119,9 +120,9 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		}
 		m := smallCluster(t, rng, n)
 		batch := g.Tensors[0].Shape[0]
-		segs := []encode.Segment{{Name: "batch", Units: batch}}
+		segs := []spmd.Segment{{Name: "batch", Units: batch}}
 		if w := g.Tensors[g.TensorsOfKind(ir.Param)[0]].Shape[1]; w != batch && n <= 3 {
-			segs = append(segs, encode.Segment{Name: "width", Units: w})
+			segs = append(segs, spmd.Segment{Name: "width", Units: w})
 		}
 		// Every other case leaves all-to-all out, so that the optima
 		// still pick grouped and padded all-gathers, which all-to-all
@@ -156,9 +157,9 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 				usedAllToAll++
 			}
 			switch in.Method {
-			case encode.MethodGrouped:
+			case spmd.MethodGrouped:
 				usedGrouped++
-			case encode.MethodPadded:
+			case spmd.MethodPadded:
 				usedPadded++
 			}
 		}

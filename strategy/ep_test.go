@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -29,7 +29,7 @@ func TestEPMovesTokensByAllToAll(t *testing.T) {
 	}
 	gates, toAll := 0, 0
 	for i, in := range p.Instrs {
-		if in.Kind == encode.Comm {
+		if in.Kind == spmd.Comm {
 			if in.Collective == ir.OpAllToAll {
 				toAll++
 			}
@@ -40,7 +40,7 @@ func TestEPMovesTokensByAllToAll(t *testing.T) {
 			gates++
 		}
 		for j, l := range in.Rule.Out {
-			if l.Kind == encode.Reduce && op.Outputs[j] != g.Loss {
+			if l.Kind == spmd.Reduce && op.Outputs[j] != g.Loss {
 				t.Errorf("%s leaves partial sums", p.Describe(g, i))
 			}
 		}

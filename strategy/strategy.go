@@ -1,6 +1,6 @@
 // Package strategy holds hap's hand-written parallelisation strategies — the
 // baselines the synthesizer is measured against — each producing a
-// distributed program (encode.Program) in the same form the synthesizer
+// distributed program (spmd.Program) in the same form the synthesizer
 // does, so every plan is checked, lowered, simulated and verified alike.
 //
 //	dp-ev     data parallel, batch split evenly
@@ -18,7 +18,7 @@
 //	          all-gathered before use
 //
 // A strategy fixes segments, the layouts of inputs and parameters, and which
-// rules are allowed; encode.Assemble completes the program greedily.
+// rules are allowed; spmd.Assemble completes the program greedily.
 // Parameters are recognised by hap's zoo naming ("attn.q.w", "ffn.fc1.w",
 // "moe.w1"); in other graphs tp and ep fall back to data parallelism.
 //
@@ -31,8 +31,8 @@ import (
 	"strings"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Names lists the strategies.
@@ -41,7 +41,7 @@ func Names() []string {
 }
 
 // Build makes the named strategy's program for forward graph g on c.
-func Build(name string, g *ir.Graph, c *cluster.Cluster) (*encode.Program, error) {
+func Build(name string, g *ir.Graph, c *cluster.Cluster) (*spmd.Program, error) {
 	n := c.NumDevices()
 	if n < 1 {
 		return nil, fmt.Errorf("cluster %s has no devices", c.Name)
@@ -95,35 +95,35 @@ func batchSize(g *ir.Graph) (int, error) {
 // batchLeaves lays inputs and labels out along the batch segment (seg 0)
 // where they fit, and everything else as Identity except what params
 // assigns.
-func batchLeaves(g *ir.Graph, segs []encode.Segment, params map[ir.TensorID]encode.Layout) []encode.LeafLayout {
-	var leaves []encode.LeafLayout
+func batchLeaves(g *ir.Graph, segs []spmd.Segment, params map[ir.TensorID]spmd.Layout) []spmd.LeafLayout {
+	var leaves []spmd.LeafLayout
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if !t.Kind.IsLeaf() {
 			continue
 		}
-		l := encode.I
-		if (t.Kind == ir.Input || t.Kind == ir.Label) && len(t.Shape) > 0 && encode.Fits(encode.G(0, 0), t.Shape, segs) {
-			l = encode.G(0, 0)
+		l := spmd.I
+		if (t.Kind == ir.Input || t.Kind == ir.Label) && len(t.Shape) > 0 && spmd.Fits(spmd.G(0, 0), t.Shape, segs) {
+			l = spmd.G(0, 0)
 		}
 		if pl, ok := params[t.ID]; ok {
 			l = pl
 		}
-		leaves = append(leaves, encode.LeafLayout{Tensor: t.ID, Layout: l})
+		leaves = append(leaves, spmd.LeafLayout{Tensor: t.ID, Layout: l})
 	}
 	return leaves
 }
 
 // keepParams allows only rules that read every parameter in its own
 // layout: parameters never move, activations do.
-func keepParams(g *ir.Graph, leaves []encode.LeafLayout) func(op *ir.Op, r encode.Rule) bool {
-	own := map[ir.TensorID]encode.Layout{}
+func keepParams(g *ir.Graph, leaves []spmd.LeafLayout) func(op *ir.Op, r spmd.Rule) bool {
+	own := map[ir.TensorID]spmd.Layout{}
 	for _, lf := range leaves {
 		if g.Tensors[lf.Tensor].Kind == ir.Param {
 			own[lf.Tensor] = lf.Layout
 		}
 	}
-	return func(op *ir.Op, r encode.Rule) bool {
+	return func(op *ir.Op, r spmd.Rule) bool {
 		for j, t := range op.Inputs {
 			if l, ok := own[t]; ok && r.In[j] != l {
 				return false
@@ -133,40 +133,40 @@ func keepParams(g *ir.Graph, leaves []encode.LeafLayout) func(op *ir.Op, r encod
 	}
 }
 
-func padded(ir.TensorID, encode.Layout, encode.Layout) string { return encode.MethodPadded }
+func padded(ir.TensorID, spmd.Layout, spmd.Layout) string { return spmd.MethodPadded }
 
 // flopsPerByte weighs compute against communication in the greedy
-// completion (see encode.Greedy).
+// completion (see spmd.Greedy).
 const flopsPerByte = 1000
 
-func assemble(g *ir.Graph, n int, segs []encode.Segment, params map[ir.TensorID]encode.Layout) (*encode.Program, error) {
+func assemble(g *ir.Graph, n int, segs []spmd.Segment, params map[ir.TensorID]spmd.Layout) (*spmd.Program, error) {
 	leaves := batchLeaves(g, segs, params)
 	return complete(g, n, segs, leaves, keepParams(g, leaves))
 }
 
 // complete finishes a program greedily from its leaves' layouts, choosing
 // only rules allow accepts, and checks it.
-func complete(g *ir.Graph, n int, segs []encode.Segment, leaves []encode.LeafLayout, allow func(op *ir.Op, r encode.Rule) bool) (*encode.Program, error) {
-	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: allow}
-	p, err := encode.Assemble(g, n, segs, leaves, ch, padded)
+func complete(g *ir.Graph, n int, segs []spmd.Segment, leaves []spmd.LeafLayout, allow func(op *ir.Op, r spmd.Rule) bool) (*spmd.Program, error) {
+	ch := spmd.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: allow}
+	p, err := spmd.Assemble(g, n, segs, leaves, ch, padded)
 	if err != nil {
 		return nil, err
 	}
-	return p, encode.Check(g, p)
+	return p, spmd.Check(g, p)
 }
 
 // both accepts a rule both filters accept.
-func both(a, b func(op *ir.Op, r encode.Rule) bool) func(op *ir.Op, r encode.Rule) bool {
-	return func(op *ir.Op, r encode.Rule) bool { return a(op, r) && b(op, r) }
+func both(a, b func(op *ir.Op, r spmd.Rule) bool) func(op *ir.Op, r spmd.Rule) bool {
+	return func(op *ir.Op, r spmd.Rule) bool { return a(op, r) && b(op, r) }
 }
 
 // noPartials rejects rules that leave partial sums, except the loss's own
 // (a sum over each device's samples): activations then stay split or whole
 // between ops, as data- and expert-parallel systems keep them.
-func noPartials(g *ir.Graph) func(op *ir.Op, r encode.Rule) bool {
-	return func(op *ir.Op, r encode.Rule) bool {
+func noPartials(g *ir.Graph) func(op *ir.Op, r spmd.Rule) bool {
+	return func(op *ir.Op, r spmd.Rule) bool {
 		for j, l := range r.Out {
-			if l.Kind == encode.Reduce && op.Outputs[j] != g.Loss {
+			if l.Kind == spmd.Reduce && op.Outputs[j] != g.Loss {
 				return false
 			}
 		}
@@ -174,12 +174,12 @@ func noPartials(g *ir.Graph) func(op *ir.Op, r encode.Rule) bool {
 	}
 }
 
-func dataParallel(g *ir.Graph, n int, shares []float64, extra map[ir.TensorID]encode.Layout) (*encode.Program, error) {
+func dataParallel(g *ir.Graph, n int, shares []float64, extra map[ir.TensorID]spmd.Layout) (*spmd.Program, error) {
 	b, err := batchSize(g)
 	if err != nil {
 		return nil, err
 	}
-	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.RoundLengths(b, shares)}}
+	segs := []spmd.Segment{{Name: "batch", Units: b, Lengths: spmd.RoundLengths(b, shares)}}
 	return assemble(g, n, segs, extra)
 }
 
@@ -200,7 +200,7 @@ func paramsLike(g *ir.Graph, suffixes ...string) []ir.TensorID {
 
 // tensorParallel splits attention by heads and the FFN by its hidden
 // units: q, k, v and fc1 column-parallel, out and fc2 row-parallel.
-func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
+func tensorParallel(g *ir.Graph, n int) (*spmd.Program, error) {
 	b, err := batchSize(g)
 	if err != nil {
 		return nil, err
@@ -217,32 +217,32 @@ func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
 	for _, t := range paramsLike(g, "ffn.fc1.w") {
 		ffn = g.Tensors[t].Shape[1]
 	}
-	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)}}
-	params := map[ir.TensorID]encode.Layout{}
+	segs := []spmd.Segment{{Name: "batch", Units: b, Lengths: spmd.EvenLengths(b, n)}}
+	params := map[ir.TensorID]spmd.Layout{}
 	if heads > 0 {
-		segs = append(segs, encode.Segment{Name: "heads", Units: heads, Lengths: encode.EvenLengths(heads, n)})
+		segs = append(segs, spmd.Segment{Name: "heads", Units: heads, Lengths: spmd.EvenLengths(heads, n)})
 		hs := len(segs) - 1
 		for _, t := range paramsLike(g, "attn.q.w", "attn.k.w", "attn.v.w") {
-			params[t] = encode.G(1, hs)
+			params[t] = spmd.G(1, hs)
 		}
 		for _, t := range paramsLike(g, "attn.q.b", "attn.k.b", "attn.v.b") {
-			params[t] = encode.G(0, hs)
+			params[t] = spmd.G(0, hs)
 		}
 		for _, t := range paramsLike(g, "attn.out.w") {
-			params[t] = encode.G(0, hs)
+			params[t] = spmd.G(0, hs)
 		}
 	}
 	if ffn > 0 {
-		segs = append(segs, encode.Segment{Name: "ffn", Units: ffn, Lengths: encode.EvenLengths(ffn, n)})
+		segs = append(segs, spmd.Segment{Name: "ffn", Units: ffn, Lengths: spmd.EvenLengths(ffn, n)})
 		fs := len(segs) - 1
 		for _, t := range paramsLike(g, "ffn.fc1.w") {
-			params[t] = encode.G(1, fs)
+			params[t] = spmd.G(1, fs)
 		}
 		for _, t := range paramsLike(g, "ffn.fc1.b") {
-			params[t] = encode.G(0, fs)
+			params[t] = spmd.G(0, fs)
 		}
 		for _, t := range paramsLike(g, "ffn.fc2.w") {
-			params[t] = encode.G(0, fs)
+			params[t] = spmd.G(0, fs)
 		}
 	}
 	// Inputs stay whole: every device sees the whole batch. On one device
@@ -257,26 +257,26 @@ func tensorParallel(g *ir.Graph, n int) (*encode.Program, error) {
 	return p, nil
 }
 
-func assembleWith(g *ir.Graph, n int, segs []encode.Segment, params map[ir.TensorID]encode.Layout, splitBatch bool) (*encode.Program, error) {
+func assembleWith(g *ir.Graph, n int, segs []spmd.Segment, params map[ir.TensorID]spmd.Layout, splitBatch bool) (*spmd.Program, error) {
 	leaves := batchLeaves(g, segs, params)
 	if !splitBatch {
 		for i := range leaves {
 			if k := g.Tensors[leaves[i].Tensor].Kind; k == ir.Input || k == ir.Label {
-				leaves[i].Layout = encode.I
+				leaves[i].Layout = spmd.I
 			}
 		}
 	}
-	ch := encode.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: keepParams(g, leaves)}
-	p, err := encode.Assemble(g, n, segs, leaves, ch, padded)
+	ch := spmd.Greedy{Devices: n, FLOPsPerByte: flopsPerByte, Allow: keepParams(g, leaves)}
+	p, err := spmd.Assemble(g, n, segs, leaves, ch, padded)
 	if err != nil {
 		return nil, err
 	}
-	return p, encode.Check(g, p)
+	return p, spmd.Check(g, p)
 }
 
 // expertParallel splits the experts of every MoE layer among devices and
 // runs everything else data parallel.
-func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
+func expertParallel(g *ir.Graph, n int) (*spmd.Program, error) {
 	b, err := batchSize(g)
 	if err != nil {
 		return nil, err
@@ -286,13 +286,13 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 		return nil, fmt.Errorf("ep: %s has no mixture-of-experts layers (params named *.moe.w1)", g.Name)
 	}
 	e := g.Tensors[experts[0]].Shape[0]
-	segs := []encode.Segment{
-		{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)},
-		{Name: "experts", Units: e, Lengths: encode.EvenLengths(e, n)},
+	segs := []spmd.Segment{
+		{Name: "batch", Units: b, Lengths: spmd.EvenLengths(b, n)},
+		{Name: "experts", Units: e, Lengths: spmd.EvenLengths(e, n)},
 	}
-	params := map[ir.TensorID]encode.Layout{}
+	params := map[ir.TensorID]spmd.Layout{}
 	for _, t := range experts {
-		params[t] = encode.G(0, 1)
+		params[t] = spmd.G(0, 1)
 	}
 	// Tokens go to their experts and come back by all-to-all (GShard,
 	// DeepSpeed-MoE). Without noPartials the greedy completion would
@@ -309,7 +309,7 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 // in proportion to each replica's FP32 throughput); each parameter shard's
 // gradient is all-reduced across the replicas among the devices holding
 // it. On one machine that is tp over all its GPUs, with one GPU per machine
-// it is dp-ev (dp-cp), and otherwise a mesh program (encode.Compose of a
+// it is dp-ev (dp-cp), and otherwise a mesh program (spmd.Compose of a
 // data-parallel program over the replicas and tp over t ranks).
 //
 // t is the largest degree that divides every machine's GPU count (their
@@ -320,7 +320,7 @@ func expertParallel(g *ir.Graph, n int) (*encode.Program, error) {
 // all-reduces would cross the slow network. So machines of different sizes
 // (paper-29: 7, 1, 3, 8, 1, 6, 1, 2 GPUs) get the degree all of them allow,
 // which there is 1 — plain data parallelism — rather than an error.
-func megatron(g *ir.Graph, c *cluster.Cluster, proportional bool) (*encode.Program, error) {
+func megatron(g *ir.Graph, c *cluster.Cluster, proportional bool) (*spmd.Program, error) {
 	n := c.NumDevices()
 	if len(c.Nodes) == 1 {
 		return tensorParallel(g, n)
@@ -361,7 +361,7 @@ func megatron(g *ir.Graph, c *cluster.Cluster, proportional bool) (*encode.Progr
 	}
 	// Both programs cut samples with their segment 0 ("batch"): tp's
 	// share of the samples (the loss's) nests inside each replica's.
-	p, err := encode.Compose(g, outer, inner, replicas, map[int]int{0: 0}, padded)
+	p, err := spmd.Compose(g, outer, inner, replicas, map[int]int{0: 0}, padded)
 	if err != nil {
 		return nil, fmt.Errorf("megatron on %s (%d replicas × %d ranks): %w", c.Name, len(replicas), t, err)
 	}

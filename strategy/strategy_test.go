@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/models"
+	"hap/spmd"
 )
 
 // megatron's shape on each kind of cluster: tp on one machine, dp with one
@@ -69,7 +69,7 @@ inter: {class: ethernet, bandwidth: 25Gb/s}
 		// The batch splits evenly across replicas, and tp's samples nest
 		// inside each replica's.
 		batch := p.Mesh.Segments[0]
-		if want := encode.RoundLengths(batch.Units, evenShares(c.replicas)); !equal(batch.Lengths, want) {
+		if want := spmd.RoundLengths(batch.Units, evenShares(c.replicas)); !equal(batch.Lengths, want) {
 			t.Errorf("%s: replica batch %v, want even %v", c.c.Name, batch.Lengths, want)
 		}
 		if s := p.Segments[0]; s.Within == nil || *s.Within != 0 || !strings.Contains(s.Name, "batch") {
@@ -142,7 +142,7 @@ func TestEveryStrategyOnOneDevice(t *testing.T) {
 				t.Errorf("%s on one device: %v", name, err)
 				continue
 			}
-			if err := encode.Check(g, p); err != nil {
+			if err := spmd.Check(g, p); err != nil {
 				t.Errorf("%s on one device: %v", name, err)
 			}
 		}

@@ -3,8 +3,8 @@ package strategy
 import (
 	"fmt"
 
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // zero3 is ZeRO stage 3 (Rajbhandari et al., SC'20) in hap's layouts: data
@@ -27,14 +27,14 @@ import (
 // parameter — the volume of data parallelism's all-reduce — instead of
 // DeepSpeed's 1.5×. That is PyTorch FSDP with reshard_after_forward=False;
 // half its traffic (the forward all-gathers) can overlap forward compute.
-func zero3(g *ir.Graph, n int) (*encode.Program, error) {
+func zero3(g *ir.Graph, n int) (*spmd.Program, error) {
 	b, err := batchSize(g)
 	if err != nil {
 		return nil, err
 	}
-	segs := []encode.Segment{{Name: "batch", Units: b, Lengths: encode.EvenLengths(b, n)}}
+	segs := []spmd.Segment{{Name: "batch", Units: b, Lengths: spmd.EvenLengths(b, n)}}
 	segOf := map[int]int{} // a parameter's first-dim length → its segment
-	params := map[ir.TensorID]encode.Layout{}
+	params := map[ir.TensorID]spmd.Layout{}
 	for _, t := range g.TensorsOfKind(ir.Param) {
 		s := g.Tensors[t].Shape
 		if len(s) == 0 {
@@ -42,11 +42,11 @@ func zero3(g *ir.Graph, n int) (*encode.Program, error) {
 		}
 		k, ok := segOf[s[0]]
 		if !ok {
-			segs = append(segs, encode.Segment{Name: fmt.Sprintf("param%d", s[0]), Units: s[0], Lengths: encode.EvenLengths(s[0], n)})
+			segs = append(segs, spmd.Segment{Name: fmt.Sprintf("param%d", s[0]), Units: s[0], Lengths: spmd.EvenLengths(s[0], n)})
 			k = len(segs) - 1
 			segOf[s[0]] = k
 		}
-		params[t] = encode.G(0, k)
+		params[t] = spmd.G(0, k)
 	}
 	if len(params) == 0 {
 		return nil, fmt.Errorf("zero3: %s has no parameter with a dimension to shard", g.Name)
@@ -63,20 +63,20 @@ func zero3(g *ir.Graph, n int) (*encode.Program, error) {
 // parameter is read whole (Identity: its all-gather is inserted before the
 // op), and activations split only along the batch (segment 0), never along
 // a parameter's segment.
-func gatheredParams(g *ir.Graph) func(op *ir.Op, r encode.Rule) bool {
-	return func(op *ir.Op, r encode.Rule) bool {
+func gatheredParams(g *ir.Graph) func(op *ir.Op, r spmd.Rule) bool {
+	return func(op *ir.Op, r spmd.Rule) bool {
 		for j, t := range op.Inputs {
 			l := r.In[j]
 			if g.Tensors[t].Kind == ir.Param {
-				if l != encode.I {
+				if l != spmd.I {
 					return false
 				}
-			} else if l.Kind == encode.Gather && l.Seg != 0 {
+			} else if l.Kind == spmd.Gather && l.Seg != 0 {
 				return false
 			}
 		}
 		for _, l := range r.Out {
-			if l.Kind == encode.Gather && l.Seg != 0 {
+			if l.Kind == spmd.Gather && l.Seg != 0 {
 				return false
 			}
 		}

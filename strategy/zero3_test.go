@@ -4,10 +4,10 @@ import (
 	"testing"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
 	"hap/plan"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -29,10 +29,10 @@ func TestZero3ShardsEveryParameterEvenly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := encode.Check(g, p); err != nil {
+		if err := spmd.Check(g, p); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		evenLengths := func(s encode.Segment) bool {
+		evenLengths := func(s spmd.Segment) bool {
 			lo, hi, sum := s.Lengths[0], s.Lengths[0], 0
 			for _, l := range s.Lengths {
 				lo, hi, sum = min(lo, l), max(hi, l), sum+l
@@ -50,16 +50,16 @@ func TestZero3ShardsEveryParameterEvenly(t *testing.T) {
 			}
 			params[lf.Tensor] = true
 			l := lf.Layout
-			if l.Kind != encode.Gather || l.Dim != 0 || p.Segments[l.Seg].Units != tt.Shape[0] || !evenLengths(p.Segments[l.Seg]) {
+			if l.Kind != spmd.Gather || l.Dim != 0 || p.Segments[l.Seg].Units != tt.Shape[0] || !evenLengths(p.Segments[l.Seg]) {
 				t.Errorf("%s: parameter %q %v is stored %s, want Gather(0) on an even segment of %d units", name, tt.Name, tt.Shape, l, tt.Shape[0])
 			}
 		}
 		gathered := map[ir.TensorID]int{}
 		for i, in := range p.Instrs {
-			if in.Kind != encode.Comm || !params[in.Tensor] {
+			if in.Kind != spmd.Comm || !params[in.Tensor] {
 				continue
 			}
-			if in.Collective != ir.OpAllGather || in.To != encode.I {
+			if in.Collective != ir.OpAllGather || in.To != spmd.I {
 				t.Errorf("%s: %s; parameters should only be all-gathered to Identity", name, p.Describe(g, i))
 			}
 			gathered[in.Tensor]++

@@ -11,13 +11,13 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/lower"
 	"hap/order"
 	"hap/plan"
 	"hap/sim"
 	"hap/solve"
+	"hap/spmd"
 	"hap/strategy"
 )
 
@@ -43,7 +43,7 @@ func runExplain(e *env, args []string) error {
 	return explain(e.stdout, pl, in, p, *ops, *eachLayer, *eachDevice)
 }
 
-func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, listOps, eachLayer, eachDevice bool) error {
+func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listOps, eachLayer, eachDevice bool) error {
 	g := in.Graph
 	// The program is lowered (and a searched order checked) before
 	// anything is printed: a bad order is one error, not half a report.
@@ -164,7 +164,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *encode.Program, lis
 	var rows []tableRow
 	for i := range p.Instrs {
 		ins := &p.Instrs[i]
-		if ins.Kind != encode.Comm || !ir.IsCollective(ins.Collective) {
+		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
 			continue
 		}
 		t := &g.Tensors[ins.Tensor]
@@ -365,7 +365,7 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 // uneven all-gather or reduce-scatter, the rejected method. In a mesh
 // program the instruction runs on every group along its axis at once (as
 // siblings sharing the network); the estimate is the slowest group's.
-func collectiveCosts(m *cost.Model, p *encode.Program, i int, t *ir.Tensor) (chosen, alt float64, altName string) {
+func collectiveCosts(m *cost.Model, p *spmd.Program, i int, t *ir.Tensor) (chosen, alt float64, altName string) {
 	in := &p.Instrs[i]
 	from, _ := p.FromTo(i)
 	groups := p.Groups(in.Axis)
@@ -383,7 +383,7 @@ func collectiveCosts(m *cost.Model, p *encode.Program, i int, t *ir.Tensor) (cho
 }
 
 // groupCosts estimates one group's call of a collective.
-func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.Placement, t *ir.Tensor, group []int, sharing int) (chosen, alt float64, altName string) {
+func groupCosts(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.Placement, t *ir.Tensor, group []int, sharing int) (chosen, alt float64, altName string) {
 	_, local := p.Piece(from, t.Shape, group[0])
 	elem := float64(t.DType.Size())
 	// per is the bytes of one element of dim along the rest of the local piece.
@@ -414,13 +414,13 @@ func groupCosts(m *cost.Model, p *encode.Program, in *encode.Instr, from encode.
 			bytes[r] = float64(n) * per(l.Dim)
 			even = even && n == pieces[0]
 		}
-		if even && in.Method != encode.MethodGrouped {
+		if even && in.Method != spmd.MethodGrouped {
 			// Equal pieces run the even ring; grouping them was the
 			// rejected alternative.
 			return call(kind, bytes, cost.MethodEven), call(kind, bytes, cost.MethodGrouped), "grouped"
 		}
 		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
-		if in.Method == encode.MethodGrouped {
+		if in.Method == spmd.MethodGrouped {
 			return grp, pad, "padded"
 		}
 		return pad, grp, "grouped"
@@ -488,7 +488,7 @@ func sourceText(s plan.Source) string {
 }
 
 // explainMesh describes a mesh program's replicas and ratios.
-func explainMesh(w io.Writer, p *encode.Program, devs []cluster.Device) {
+func explainMesh(w io.Writer, p *spmd.Program, devs []cluster.Device) {
 	m := p.Mesh
 	fmt.Fprintf(w, "\nMesh: %d replicas × %d ranks (tensor parallel among a replica's ranks, data parallel across replicas)\n", len(m.Replicas), p.Devices)
 	for r, rep := range m.Replicas {

@@ -18,6 +18,7 @@ import (
 	"hap/order"
 	"hap/plan"
 	"hap/sim"
+	"hap/spmd"
 	"hap/strategy"
 
 	"github.com/spf13/pflag"
@@ -404,7 +405,7 @@ func (o *orderFlags) check() error {
 
 // run searches pl's order (see plan.SearchOrder) within limit (0: none),
 // recording it in pl; Ctrl-C stops it with an error.
-func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *encode.Program, limit time.Duration) (*order.Result, error) {
+func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *spmd.Program, limit time.Duration) (*order.Result, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return plan.SearchOrder(ctx, pl, in, p, order.Options{Window: o.window, ResourceLimit: o.budget, TimeLimit: limit})

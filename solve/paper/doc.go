@@ -19,7 +19,7 @@
 // A state is a property set: which layouts of which tensors are available
 // (encode's Layouts: Identity, Gather(dim, segment), Reduce), and which
 // tensors were already communicated. A computation instruction is a
-// forward op under one of its sharding rules (encode.Rules): its
+// forward op under one of its sharding rules (spmd.Rules): its
 // precondition the layouts the rule reads, its postcondition the layouts
 // it writes. A communication instruction changes one tensor's layout:
 // all-gather Gather→Identity, reduce-scatter Reduce→Gather, all-reduce
@@ -92,7 +92,7 @@
 // while the search's program is cheaper than the best (program, shares)
 // pair so far and the LP improves on it, at most DefaultRounds rounds.
 // The program's integer lengths are the shares rounded per segment by
-// encode.RoundLengths (floor, then leftovers to the largest shortfall).
+// spmd.RoundLengths (floor, then leftovers to the largest shortfall).
 // All of it runs once with every uneven all-gather and reduce-scatter
 // padded and once with all of them grouped; the cheaper is kept.
 package paper

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/milp"
 	"hap/milp/cbc"
+	"hap/spmd"
 )
 
 // DefaultRounds caps the alternation between the search and the ratio LP
@@ -24,7 +24,7 @@ const minImprovement = 1e-9
 type Options struct {
 	// Segments are the candidate segments (their Units); the shares cut
 	// every one of them.
-	Segments []encode.Segment
+	Segments []spmd.Segment
 	// Optimizer is the one autodiff derives the backward pass with (only
 	// the backward ops' work matters here). Default Adam.
 	Optimizer ir.Optimizer
@@ -40,7 +40,7 @@ type Options struct {
 
 // Result is the paper's plan for one graph and cluster.
 type Result struct {
-	Program *encode.Program
+	Program *spmd.Program
 	// Method is the global choice for uneven all-gathers and
 	// reduce-scatters that won.
 	Method Method

@@ -9,10 +9,10 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
 	"hap/milp/cbc"
 	"hap/models"
+	"hap/spmd"
 )
 
 // Tolerances.
@@ -114,10 +114,10 @@ func wide(t *testing.T) *ir.Graph {
 	return finish(t, b, b.CrossEntropy(b.MatMul(h, b.Param("w4", 2048, 16)), b.Label("y", 512)))
 }
 
-func segs(units ...int) []encode.Segment {
-	var out []encode.Segment
+func segs(units ...int) []spmd.Segment {
+	var out []spmd.Segment
 	for _, u := range units {
-		out = append(out, encode.Segment{Name: "s", Units: u})
+		out = append(out, spmd.Segment{Name: "s", Units: u})
 	}
 	return out
 }
@@ -200,11 +200,11 @@ func (o *oracle) slot(k, r, j int, cost float64) {
 	ti := &o.p.tens[t]
 	if o.words[t] == 0 && ti.leaf {
 		for x := range ti.layouts {
-			if ti.layouts[x].Kind == encode.Reduce {
+			if ti.layouts[x].Kind == spmd.Reduce {
 				continue // nothing is fed as partial sums
 			}
 			c := cost
-			if ti.layouts[x] == encode.I && ti.param && o.p.req[t] {
+			if ti.layouts[x] == spmd.I && ti.param && o.p.req[t] {
 				c += o.p.BW.gradCoeff(ti.bytes)
 			}
 			o.words[t] = 1 << x
@@ -232,7 +232,7 @@ func (o *oracle) obtain(k, r, j int, cost float64, place int) {
 		next(w, optHave, 0, cost)
 		return
 	}
-	if to.Kind == encode.Gather && w&(1<<bitI) != 0 {
+	if to.Kind == spmd.Gather && w&(1<<bitI) != 0 {
 		next(w|1<<L, optSlice, 0, cost)
 	}
 	if w&flag != 0 {
@@ -245,8 +245,8 @@ func (o *oracle) obtain(k, r, j int, cost float64, place int) {
 		if k := kindOf(ti.layouts[a], to); k <= kAllToAll {
 			next(w|1<<L|flag, optColl, a, cost+o.comm(k, t))
 		}
-		if to.Kind == encode.Gather {
-			if k := kindOf(ti.layouts[a], encode.I); k <= kAllToAll {
+		if to.Kind == spmd.Gather {
+			if k := kindOf(ti.layouts[a], spmd.I); k <= kAllToAll {
 				next(w|1<<L|1<<bitI|flag, optCollSlice, a, cost+o.comm(k, t))
 			}
 		}
@@ -265,7 +265,7 @@ func TestSearchMatchesExhaustiveOracle(t *testing.T) {
 		name   string
 		g      *ir.Graph
 		yaml   string
-		segs   []encode.Segment
+		segs   []spmd.Segment
 		shares []float64 // per device; nil: proportional to FP32
 		prune  bool      // branch and bound (the full enumeration is too long)
 	}{
@@ -325,13 +325,13 @@ func TestSearchMatchesExhaustiveOracle(t *testing.T) {
 // zooSegments picks candidate segments as hap's planner does
 // (solve.CandidateSegments, which this package may not import): the
 // batch, attention heads, experts, and the widths of 2-D parameters.
-func zooSegments(g *ir.Graph) []encode.Segment {
-	var out []encode.Segment
+func zooSegments(g *ir.Graph) []spmd.Segment {
+	var out []spmd.Segment
 	seen := map[int]bool{}
 	add := func(u int) {
 		if u >= 2 && !seen[u] {
 			seen[u] = true
-			out = append(out, encode.Segment{Name: "s", Units: u})
+			out = append(out, spmd.Segment{Name: "s", Units: u})
 		}
 	}
 	if in := g.TensorsOfKind(ir.Input); len(in) > 0 && len(g.Tensors[in[0]].Shape) > 0 {
@@ -468,7 +468,7 @@ func TestRatiosLP(t *testing.T) {
 		name  string
 		g     *ir.Graph
 		m     *cost.Model
-		segs  []encode.Segment
+		segs  []spmd.Segment
 		steps int
 	}{
 		{"mlp/duo", mlp(t), model(t, duoYAML), segs(12, 16, 4), 20000},
@@ -582,7 +582,7 @@ func TestSynthesizeIsDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := encode.Check(g, r.Program); err != nil {
+		if err := spmd.Check(g, r.Program); err != nil {
 			t.Fatal(err)
 		}
 		if first == nil {

@@ -5,8 +5,8 @@ import (
 	"math"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // kind is a collective the paper prices, each with one bandwidth.
@@ -110,15 +110,15 @@ type Method = string
 
 // Methods, as encode names them.
 const (
-	Padded  Method = encode.MethodPadded
-	Grouped Method = encode.MethodGrouped
+	Padded  Method = spmd.MethodPadded
+	Grouped Method = spmd.MethodGrouped
 )
 
 // kindOf maps a conversion to the collective the paper prices, kSlice for
 // the free dynamic slice, kNone for what the paper has no instruction for
 // (the pad from Gather to Reduce, or no single instruction at all).
-func kindOf(from, to encode.Layout) kind {
-	switch encode.Conversion(from, to) {
+func kindOf(from, to spmd.Layout) kind {
+	switch spmd.Conversion(from, to) {
 	case ir.OpAllGather:
 		return kAllGather
 	case ir.OpReduceScatter:

@@ -3,21 +3,21 @@ package paper
 import (
 	"fmt"
 
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Program turns a search path into a distributed program: segments cut
 // by shares (per device) rounded to integer lengths with
-// encode.RoundLengths (floor, then the leftover units to the largest
+// spmd.RoundLengths (floor, then the leftover units to the largest
 // shortfall — the paper's rounding), every leaf's fed layout, and per op
 // the communication folded before it, then the op under its rule. Uneven
 // all-gathers and reduce-scatters use method. The result passes
-// encode.Check.
-func (p *Problem) Program(pa *Path, shares []float64, method Method) (*encode.Program, error) {
-	prog := &encode.Program{Devices: p.N, Segments: make([]encode.Segment, len(p.Segs))}
+// spmd.Check.
+func (p *Problem) Program(pa *Path, shares []float64, method Method) (*spmd.Program, error) {
+	prog := &spmd.Program{Devices: p.N, Segments: make([]spmd.Segment, len(p.Segs))}
 	for s, seg := range p.Segs {
-		prog.Segments[s] = encode.Segment{Name: seg.Name, Units: seg.Units, Lengths: encode.RoundLengths(seg.Units, shares)}
+		prog.Segments[s] = spmd.Segment{Name: seg.Name, Units: seg.Units, Lengths: spmd.RoundLengths(seg.Units, shares)}
 	}
 	fed := make([]int, len(p.tens)) // fed layout bit + 1
 	for k := range p.ops {
@@ -34,8 +34,8 @@ func (p *Problem) Program(pa *Path, shares []float64, method Method) (*encode.Pr
 				fed[t] = place
 			}
 			to := ti.layouts[oi.in[r][j]]
-			comm := func(from, to encode.Layout) {
-				in := encode.Instr{Kind: encode.Comm, Tensor: t, From: from, To: to, Collective: encode.Conversion(from, to)}
+			comm := func(from, to spmd.Layout) {
+				in := spmd.Instr{Kind: spmd.Comm, Tensor: t, From: from, To: to, Collective: spmd.Conversion(from, to)}
 				if in.Collective == ir.OpAllGather || in.Collective == ir.OpReduceScatter {
 					in.Method = method
 				}
@@ -43,27 +43,27 @@ func (p *Problem) Program(pa *Path, shares []float64, method Method) (*encode.Pr
 			}
 			switch opt {
 			case optSlice:
-				comm(encode.I, to)
+				comm(spmd.I, to)
 			case optColl:
 				comm(ti.layouts[src], to)
 			case optCollSlice:
-				comm(ti.layouts[src], encode.I)
-				comm(encode.I, to)
+				comm(ti.layouts[src], spmd.I)
+				comm(spmd.I, to)
 			}
 		}
-		prog.Instrs = append(prog.Instrs, encode.Instr{Kind: encode.Compute, Op: op.ID, Rule: oi.rules[r]})
+		prog.Instrs = append(prog.Instrs, spmd.Instr{Kind: spmd.Compute, Op: op.ID, Rule: oi.rules[r]})
 	}
 	for t := range p.tens {
 		if !p.tens[t].leaf {
 			continue
 		}
-		l := encode.I // never read: Identity, and free
+		l := spmd.I // never read: Identity, and free
 		if fed[t] > 0 {
 			l = p.tens[t].layouts[fed[t]-1]
 		}
-		prog.Leaves = append(prog.Leaves, encode.LeafLayout{Tensor: ir.TensorID(t), Layout: l})
+		prog.Leaves = append(prog.Leaves, spmd.LeafLayout{Tensor: ir.TensorID(t), Layout: l})
 	}
-	if err := encode.Check(p.G, prog); err != nil {
+	if err := spmd.Check(p.G, prog); err != nil {
 		return nil, fmt.Errorf("the search's program is invalid: %w", err)
 	}
 	return prog, nil
@@ -82,7 +82,7 @@ type terms struct {
 // terms. Each compute instruction costs its slowest device, each
 // communication its c0 + c1·max B (see commCoeffs, methods as recorded in
 // the program), and each replicated parameter its gradient all-reduce.
-func (p *Problem) terms(prog *encode.Program) (*terms, error) {
+func (p *Problem) terms(prog *spmd.Program) (*terms, error) {
 	if prog.Mesh != nil {
 		return nil, fmt.Errorf("the paper's cost model prices 1-D programs only")
 	}
@@ -90,12 +90,12 @@ func (p *Problem) terms(prog *encode.Program) (*terms, error) {
 	for i := range prog.Instrs {
 		in := &prog.Instrs[i]
 		switch in.Kind {
-		case encode.Compute:
+		case spmd.Compute:
 			oi := &p.ops[in.Op]
 			split := false
-			for _, ls := range [][]encode.Layout{in.Rule.In, in.Rule.Out} {
+			for _, ls := range [][]spmd.Layout{in.Rule.In, in.Rule.Out} {
 				for _, l := range ls {
-					split = split || l.Kind == encode.Gather
+					split = split || l.Kind == spmd.Gather
 				}
 			}
 			if split {
@@ -107,7 +107,7 @@ func (p *Problem) terms(prog *encode.Program) (*terms, error) {
 				mx = max(mx, t)
 			}
 			tm.fixed += mx
-		case encode.Comm:
+		case spmd.Comm:
 			k := kindOf(in.From, in.To)
 			if k > kAllToAll {
 				continue // dynamic slice (or a pad): local
@@ -123,7 +123,7 @@ func (p *Problem) terms(prog *encode.Program) (*terms, error) {
 	}
 	for _, lf := range prog.Leaves {
 		ti := &p.tens[lf.Tensor]
-		if ti.param && ti.used && p.req[lf.Tensor] && lf.Layout == encode.I {
+		if ti.param && ti.used && p.req[lf.Tensor] && lf.Layout == spmd.I {
 			tm.fixed += p.BW.gradCoeff(ti.bytes)
 		}
 	}
@@ -147,7 +147,7 @@ func (tm *terms) at(b []float64) float64 {
 // instructions of the slowest device's compute plus the slowest device's
 // communication, forward and backward (see the package documentation).
 // Identical devices must have equal shares.
-func (p *Problem) Price(prog *encode.Program, shares []float64) (float64, error) {
+func (p *Problem) Price(prog *spmd.Program, shares []float64) (float64, error) {
 	tm, err := p.terms(prog)
 	if err != nil {
 		return 0, err

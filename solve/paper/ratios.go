@@ -6,8 +6,8 @@ import (
 	"math"
 	"strconv"
 
-	"hap/encode"
 	"hap/milp"
+	"hap/spmd"
 )
 
 // Ratios solves the paper's ratio LP for a fixed program: one share per
@@ -25,7 +25,7 @@ import (
 // times share one z weighted by their count (the repeated layers). It
 // returns per-device shares and the LP's optimum, the paper's cost of
 // prog at those shares.
-func (p *Problem) Ratios(ctx context.Context, prog *encode.Program, solver milp.Solver) ([]float64, float64, error) {
+func (p *Problem) Ratios(ctx context.Context, prog *spmd.Program, solver milp.Solver) ([]float64, float64, error) {
 	tm, err := p.terms(prog)
 	if err != nil {
 		return nil, 0, err

@@ -9,8 +9,8 @@ import (
 	"math/bits"
 	"slices"
 
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // MaxExpansions bounds one best-first search: the number of states it
@@ -119,8 +119,8 @@ func (p *Problem) convTable(ti *tensorInfo, comm *[4]float64) []float64 {
 				if k := kindOf(from, to); k <= kAllToAll {
 					c = comm[k]
 				}
-				if to.Kind == encode.Gather {
-					if k := kindOf(from, encode.I); k <= kAllToAll {
+				if to.Kind == spmd.Gather {
+					if k := kindOf(from, spmd.I); k <= kAllToAll {
 						c = math.Min(c, comm[k])
 					}
 				}
@@ -518,8 +518,8 @@ func (s *searcher) obtain(j int, t ir.TensorID, wi int, cost float64, place int)
 			s.choice[j] = pack(place, optColl, a)
 			s.slot(j+1, cost+s.pr.comm[t][k])
 		}
-		if to.Kind == encode.Gather {
-			if k := kindOf(from, encode.I); k <= kAllToAll {
+		if to.Kind == spmd.Gather {
+			if k := kindOf(from, spmd.I); k <= kAllToAll {
 				s.ext[wi] = w | 1<<L | 1<<bitI | flag
 				s.choice[j] = pack(place, optCollSlice, a)
 				s.slot(j+1, cost+s.pr.comm[t][k])

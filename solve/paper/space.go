@@ -5,8 +5,8 @@ import (
 	"math"
 
 	"hap/cost"
-	"hap/encode"
 	"hap/ir"
+	"hap/spmd"
 )
 
 // Problem is the paper's search space for one forward graph on one
@@ -15,8 +15,8 @@ import (
 // its layouts, and which tensors are live between ops.
 type Problem struct {
 	G    *ir.Graph
-	Segs []encode.Segment // units; the same shares cut every segment
-	N    int              // devices
+	Segs []spmd.Segment // units; the same shares cut every segment
+	N    int            // devices
 	// Groups are devices of identical hardware: they have the same times,
 	// so the ratio LP gives them the same share (an exact symmetry: the
 	// LP is convex and invariant under permuting them).
@@ -38,7 +38,7 @@ type Problem struct {
 }
 
 type opInfo struct {
-	rules []encode.Rule
+	rules []spmd.Rule
 	split []bool    // per rule: the rule cuts the op's work by the shares
 	time  []float64 // per group: forward + backward seconds at share 1
 	in    [][]int8  // per rule, per input: the layout bit
@@ -75,7 +75,7 @@ type frontierUse struct {
 }
 
 type tensorInfo struct {
-	layouts []encode.Layout // bit i ↔ layouts[i]; I is bit 0, R bit 1
+	layouts []spmd.Layout // bit i ↔ layouts[i]; I is bit 0, R bit 1
 	leaf    bool
 	param   bool
 	used    bool    // some op reads it
@@ -100,7 +100,7 @@ const (
 // priced by m, with candidate segments segs (their Units; lengths are
 // chosen by the ratios). opt is the optimizer autodiff derives the
 // backward ops with (their work prices each op's backward pass).
-func NewProblem(g *ir.Graph, segs []encode.Segment, m *cost.Model, opt ir.Optimizer) (*Problem, error) {
+func NewProblem(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt ir.Optimizer) (*Problem, error) {
 	if g.Loss == ir.NoTensor {
 		return nil, fmt.Errorf("graph %s has no loss", g.Name)
 	}
@@ -145,11 +145,11 @@ func NewProblem(g *ir.Graph, segs []encode.Segment, m *cost.Model, opt ir.Optimi
 		ti := &p.tens[i]
 		ti.leaf, ti.param = t.Kind.IsLeaf(), t.Kind == ir.Param
 		ti.bytes = float64(t.Shape.Numel() * t.DType.Size())
-		ti.layouts = []encode.Layout{encode.I, encode.R}
+		ti.layouts = []spmd.Layout{spmd.I, spmd.R}
 		ti.leafOK = 1 << bitI
 		for d := range t.Shape {
 			for s := range segs {
-				if l := encode.G(d, s); encode.Fits(l, t.Shape, segs) {
+				if l := spmd.G(d, s); spmd.Fits(l, t.Shape, segs) {
 					if len(ti.layouts) == maxBits {
 						return nil, fmt.Errorf("tensor %q has more than %d layouts", t.Name, maxBits)
 					}
@@ -160,7 +160,7 @@ func NewProblem(g *ir.Graph, segs []encode.Segment, m *cost.Model, opt ir.Optimi
 			}
 		}
 	}
-	bit := func(t ir.TensorID, l encode.Layout) int8 {
+	bit := func(t ir.TensorID, l spmd.Layout) int8 {
 		for i, x := range p.tens[t].layouts {
 			if x == l {
 				return int8(i)
@@ -216,12 +216,12 @@ func NewProblem(g *ir.Graph, segs []encode.Segment, m *cost.Model, opt ir.Optimi
 			return nil, fmt.Errorf("op %q is not a forward op", op.Name)
 		}
 		oi := &p.ops[k]
-		oi.rules = encode.Rules(g, op, segs)
+		oi.rules = spmd.Rules(g, op, segs)
 		for _, r := range oi.rules {
 			split := false
-			for _, ls := range [][]encode.Layout{r.In, r.Out} {
+			for _, ls := range [][]spmd.Layout{r.In, r.Out} {
 				for _, l := range ls {
-					split = split || l.Kind == encode.Gather
+					split = split || l.Kind == spmd.Gather
 				}
 			}
 			oi.split = append(oi.split, split)

@@ -1,4 +1,4 @@
-package encode_test
+package spmd_test
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
-func dpProgram(t *testing.T, model string) (*ir.Graph, *encode.Program) {
+func dpProgram(t *testing.T, model string) (*ir.Graph, *spmd.Program) {
 	t.Helper()
 	g, err := models.Load(model, models.Options{})
 	if err != nil {
@@ -34,14 +34,14 @@ func dpProgram(t *testing.T, model string) (*ir.Graph, *encode.Program) {
 // precondition does not hold.
 func TestCheckNamesTheUnmetPrecondition(t *testing.T) {
 	g, p := dpProgram(t, "bert-base-tiny")
-	if err := encode.Check(g, p); err != nil {
+	if err := spmd.Check(g, p); err != nil {
 		t.Fatalf("strategy program invalid: %v", err)
 	}
 	// Drop the first communication instruction: its consumer now reads a
 	// layout nobody established.
 	first := -1
 	for i, in := range p.Instrs {
-		if in.Kind == encode.Comm && ir.IsCollective(in.Collective) {
+		if in.Kind == spmd.Comm && ir.IsCollective(in.Collective) {
 			first = i
 			break
 		}
@@ -51,10 +51,10 @@ func TestCheckNamesTheUnmetPrecondition(t *testing.T) {
 	}
 	dropped := p.Instrs[first]
 	broken := *p
-	broken.Instrs = append(append([]encode.Instr{}, p.Instrs[:first]...), p.Instrs[first+1:]...)
-	err := encode.Check(g, &broken)
-	var ie *encode.InstrError
-	if !errors.As(err, &ie) || !errors.Is(err, encode.ErrPrecondition) {
+	broken.Instrs = append(append([]spmd.Instr{}, p.Instrs[:first]...), p.Instrs[first+1:]...)
+	err := spmd.Check(g, &broken)
+	var ie *spmd.InstrError
+	if !errors.As(err, &ie) || !errors.Is(err, spmd.ErrPrecondition) {
 		t.Fatalf("Check = %v, want an InstrError wrapping ErrPrecondition", err)
 	}
 	name := g.Tensors[dropped.Tensor].Name
@@ -69,23 +69,23 @@ func TestCheckNamesTheUnmetPrecondition(t *testing.T) {
 func TestCheckRejectsStructuralMistakes(t *testing.T) {
 	cases := []struct {
 		name   string
-		break_ func(g *ir.Graph, p *encode.Program)
+		break_ func(g *ir.Graph, p *spmd.Program)
 		want   string
 	}{
-		{"lengths do not sum", func(_ *ir.Graph, p *encode.Program) { p.Segments[0].Lengths[0]++ }, "sum to"},
-		{"negative length", func(_ *ir.Graph, p *encode.Program) {
+		{"lengths do not sum", func(_ *ir.Graph, p *spmd.Program) { p.Segments[0].Lengths[0]++ }, "sum to"},
+		{"negative length", func(_ *ir.Graph, p *spmd.Program) {
 			p.Segments[0].Lengths[0]--
 			p.Segments[0].Lengths[1] = -1
 		}, "negative"},
-		{"op twice", func(_ *ir.Graph, p *encode.Program) {
+		{"op twice", func(_ *ir.Graph, p *spmd.Program) {
 			for _, in := range p.Instrs {
-				if in.Kind == encode.Compute {
+				if in.Kind == spmd.Compute {
 					p.Instrs = append(p.Instrs, in)
 					return
 				}
 			}
 		}, "runs twice"},
-		{"wrong collective", func(_ *ir.Graph, p *encode.Program) {
+		{"wrong collective", func(_ *ir.Graph, p *spmd.Program) {
 			for i := range p.Instrs {
 				if p.Instrs[i].Collective == ir.OpAllReduce {
 					p.Instrs[i].Collective = ir.OpAllGather
@@ -97,25 +97,25 @@ func TestCheckRejectsStructuralMistakes(t *testing.T) {
 				}
 			}
 		}, "does not turn"},
-		{"bogus rule", func(g *ir.Graph, p *encode.Program) {
+		{"bogus rule", func(g *ir.Graph, p *spmd.Program) {
 			for i := range p.Instrs {
-				if p.Instrs[i].Kind == encode.Compute && g.Ops[p.Instrs[i].Op].Kind == ir.OpLayerNorm {
-					p.Instrs[i].Rule.Out = []encode.Layout{encode.R}
+				if p.Instrs[i].Kind == spmd.Compute && g.Ops[p.Instrs[i].Op].Kind == ir.OpLayerNorm {
+					p.Instrs[i].Rule.Out = []spmd.Layout{spmd.R}
 					return
 				}
 			}
 		}, "not a sharding rule"},
-		{"loss not reduce", func(g *ir.Graph, p *encode.Program) {
+		{"loss not reduce", func(g *ir.Graph, p *spmd.Program) {
 			last := &p.Instrs[len(p.Instrs)-1]
-			last.Rule = encode.Rule{Name: "replicated", In: []encode.Layout{encode.I, encode.I}, Out: []encode.Layout{encode.I}}
+			last.Rule = spmd.Rule{Name: "replicated", In: []spmd.Layout{spmd.I, spmd.I}, Out: []spmd.Layout{spmd.I}}
 		}, ""},
-		{"missing leaf", func(_ *ir.Graph, p *encode.Program) { p.Leaves = p.Leaves[1:] }, "has no layout"},
+		{"missing leaf", func(_ *ir.Graph, p *spmd.Program) { p.Leaves = p.Leaves[1:] }, "has no layout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g, p := dpProgram(t, "bert-base-tiny")
 			c.break_(g, p)
-			err := encode.Check(g, p)
+			err := spmd.Check(g, p)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Check = %v, want an error mentioning %q", err, c.want)
 			}
@@ -135,7 +135,7 @@ func TestRoundLengths(t *testing.T) {
 		{7, []float64{0, 1, 1}, []int{0, 4, 3}},
 	}
 	for _, c := range cases {
-		got := encode.RoundLengths(c.units, c.shares)
+		got := spmd.RoundLengths(c.units, c.shares)
 		for i := range got {
 			if got[i] != c.want[i] {
 				t.Errorf("RoundLengths(%d, %v) = %v, want %v", c.units, c.shares, got, c.want)
@@ -146,14 +146,14 @@ func TestRoundLengths(t *testing.T) {
 }
 
 func TestLayoutTextRoundTrip(t *testing.T) {
-	for _, l := range []encode.Layout{encode.I, encode.R, encode.G(0, 0), encode.G(3, 12)} {
+	for _, l := range []spmd.Layout{spmd.I, spmd.R, spmd.G(0, 0), spmd.G(3, 12)} {
 		b, _ := l.MarshalText()
-		var back encode.Layout
+		var back spmd.Layout
 		if err := back.UnmarshalText(b); err != nil || back != l {
 			t.Errorf("%s: round trip gave %s, %v", l, back, err)
 		}
 	}
-	var l encode.Layout
+	var l spmd.Layout
 	for _, bad := range []string{"", "Gather", "Gather(-1,s0)", "Gather(1,x0)", "identity"} {
 		if l.UnmarshalText([]byte(bad)) == nil {
 			t.Errorf("accepted %q", bad)
@@ -178,12 +178,12 @@ func TestCheckRejectsIntegerCollectives(t *testing.T) {
 	}
 	for _, lf := range p.Leaves {
 		tt := &g.Tensors[lf.Tensor]
-		if tt.DType.IsFloat() || lf.Layout.Kind != encode.Gather {
+		if tt.DType.IsFloat() || lf.Layout.Kind != spmd.Gather {
 			continue
 		}
-		gather := encode.Instr{Kind: encode.Comm, Tensor: lf.Tensor, From: lf.Layout, To: encode.I, Collective: ir.OpAllGather}
-		p.Instrs = append([]encode.Instr{gather}, p.Instrs...)
-		err := encode.Check(g, p)
+		gather := spmd.Instr{Kind: spmd.Comm, Tensor: lf.Tensor, From: lf.Layout, To: spmd.I, Collective: ir.OpAllGather}
+		p.Instrs = append([]spmd.Instr{gather}, p.Instrs...)
+		err := spmd.Check(g, p)
 		if err == nil || !strings.Contains(err.Error(), "integers") || !strings.Contains(err.Error(), tt.Name) {
 			t.Fatalf("Check = %v, want an error saying no collective moves %q", err, tt.Name)
 		}
@@ -195,14 +195,14 @@ func TestCheckRejectsIntegerCollectives(t *testing.T) {
 // SegmentsUsed finds a segment through any of the layouts that can name
 // it: a leaf's, a rule's input or output, a layout change's from or to.
 func TestSegmentsUsed(t *testing.T) {
-	segs := make([]encode.Segment, 6)
-	p := &encode.Program{Devices: 2, Segments: segs,
-		Leaves: []encode.LeafLayout{{Layout: encode.G(0, 0)}, {Layout: encode.I}},
-		Instrs: []encode.Instr{
-			{Kind: encode.Compute, Rule: encode.Rule{In: []encode.Layout{encode.G(1, 1)}, Out: []encode.Layout{encode.R}}},
-			{Kind: encode.Compute, Rule: encode.Rule{In: []encode.Layout{encode.I}, Out: []encode.Layout{encode.G(0, 2)}}},
-			{Kind: encode.Comm, From: encode.G(0, 3), To: encode.I},
-			{Kind: encode.Comm, From: encode.I, To: encode.G(1, 5)},
+	segs := make([]spmd.Segment, 6)
+	p := &spmd.Program{Devices: 2, Segments: segs,
+		Leaves: []spmd.LeafLayout{{Layout: spmd.G(0, 0)}, {Layout: spmd.I}},
+		Instrs: []spmd.Instr{
+			{Kind: spmd.Compute, Rule: spmd.Rule{In: []spmd.Layout{spmd.G(1, 1)}, Out: []spmd.Layout{spmd.R}}},
+			{Kind: spmd.Compute, Rule: spmd.Rule{In: []spmd.Layout{spmd.I}, Out: []spmd.Layout{spmd.G(0, 2)}}},
+			{Kind: spmd.Comm, From: spmd.G(0, 3), To: spmd.I},
+			{Kind: spmd.Comm, From: spmd.I, To: spmd.G(1, 5)},
 		}}
 	want := []bool{true, true, true, true, false, true}
 	if got := p.SegmentsUsed(); !slices.Equal(got, want) {

@@ -1,4 +1,4 @@
-package encode
+package spmd
 
 import (
 	"errors"
@@ -393,7 +393,7 @@ func isRule(g *ir.Graph, op *ir.Op, segs []Segment, r Rule) bool {
 		return false
 	}
 	for _, x := range Rules(g, op, segs) {
-		if x.equal(r) {
+		if x.Equal(r) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package encode
+package spmd
 
 import (
 	"strings"
@@ -16,7 +16,8 @@ type Rule struct {
 	Out  []Layout `json:"out"`
 }
 
-func (r Rule) equal(o Rule) bool {
+// Equal reports whether r and o name the same layouts (their names aside).
+func (r Rule) Equal(o Rule) bool {
 	if len(r.In) != len(o.In) || len(r.Out) != len(o.Out) {
 		return false
 	}

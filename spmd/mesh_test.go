@@ -1,4 +1,4 @@
-package encode_test
+package spmd_test
 
 import (
 	"errors"
@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"hap/cluster"
-	"hap/encode"
 	"hap/ir"
 	"hap/models"
+	"hap/spmd"
 	"hap/strategy"
 )
 
-func meshProgram(t *testing.T, model, clusterName string) (*ir.Graph, *encode.Program) {
+func meshProgram(t *testing.T, model, clusterName string) (*ir.Graph, *spmd.Program) {
 	t.Helper()
 	g, err := models.Load(model, models.Options{})
 	if err != nil {
@@ -39,16 +39,16 @@ func TestMeshGroups(t *testing.T) {
 	if p.NumDevices() != 32 || p.NumReplicas() != 8 || p.Devices != 4 {
 		t.Fatalf("mesh %d devices, %d replicas × %d ranks; want 32 = 8 × 4", p.NumDevices(), p.NumReplicas(), p.Devices)
 	}
-	if g := p.Group(encode.AxisRanks, 6); !equalInts(g, []int{4, 5, 6, 7}) {
+	if g := p.Group(spmd.AxisRanks, 6); !equalInts(g, []int{4, 5, 6, 7}) {
 		t.Errorf("device 6's ranks group %v, want its machine [4 5 6 7]", g)
 	}
-	if g := p.Group(encode.AxisReplicas, 6); !equalInts(g, []int{2, 6, 10, 14, 18, 22, 26, 30}) {
+	if g := p.Group(spmd.AxisReplicas, 6); !equalInts(g, []int{2, 6, 10, 14, 18, 22, 26, 30}) {
 		t.Errorf("device 6's replicas group %v, want rank 2 of every machine", g)
 	}
 	if r, k := p.Coord(6); r != 1 || k != 2 {
 		t.Errorf("device 6 at replica %d rank %d, want 1, 2", r, k)
 	}
-	if n := len(p.Groups(encode.AxisReplicas)); n != 4 {
+	if n := len(p.Groups(spmd.AxisReplicas)); n != 4 {
 		t.Errorf("%d groups across replicas, want one per rank (4)", n)
 	}
 }
@@ -71,29 +71,29 @@ func equalInts(a, b []int) bool {
 // along dim 0 through a nested segment.
 func TestMeshPieces(t *testing.T) {
 	within := 0
-	p := &encode.Program{
+	p := &spmd.Program{
 		Devices: 2,
-		Mesh: &encode.Mesh{Replicas: [][]int{{3, 1}, {0, 2}},
-			Segments: []encode.Segment{{Name: "batch", Units: 6, Lengths: []int{4, 2}}}},
-		Segments: []encode.Segment{
+		Mesh: &spmd.Mesh{Replicas: [][]int{{3, 1}, {0, 2}},
+			Segments: []spmd.Segment{{Name: "batch", Units: 6, Lengths: []int{4, 2}}}},
+		Segments: []spmd.Segment{
 			{Name: "cols", Units: 4, Lengths: []int{1, 3}},
 			{Name: "rows", Units: 6, Lengths: []int{1, 3, 2, 0}, Within: &within},
 		},
 	}
 	shape := ir.Shape{6, 4}
 	cases := []struct {
-		pl     encode.Placement
+		pl     spmd.Placement
 		device int
 		off    []int
 		local  ir.Shape
 	}{
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(1, 0)}, 3, []int{0, 0}, ir.Shape{4, 1}},
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(1, 0)}, 1, []int{0, 1}, ir.Shape{4, 3}},
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(1, 0)}, 2, []int{4, 1}, ir.Shape{2, 3}},
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(0, 1)}, 1, []int{1, 0}, ir.Shape{3, 4}},
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(0, 1)}, 0, []int{4, 0}, ir.Shape{2, 4}},
-		{encode.Placement{Outer: encode.G(0, 0), Inner: encode.G(0, 1)}, 2, []int{6, 0}, ir.Shape{0, 4}},
-		{encode.Placement{Outer: encode.I, Inner: encode.R}, 2, []int{0, 0}, ir.Shape{6, 4}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(1, 0)}, 3, []int{0, 0}, ir.Shape{4, 1}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(1, 0)}, 1, []int{0, 1}, ir.Shape{4, 3}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(1, 0)}, 2, []int{4, 1}, ir.Shape{2, 3}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(0, 1)}, 1, []int{1, 0}, ir.Shape{3, 4}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(0, 1)}, 0, []int{4, 0}, ir.Shape{2, 4}},
+		{spmd.Placement{Outer: spmd.G(0, 0), Inner: spmd.G(0, 1)}, 2, []int{6, 0}, ir.Shape{0, 4}},
+		{spmd.Placement{Outer: spmd.I, Inner: spmd.R}, 2, []int{0, 0}, ir.Shape{6, 4}},
 	}
 	for _, c := range cases {
 		off, local := p.Piece(c.pl, shape, c.device)
@@ -101,10 +101,10 @@ func TestMeshPieces(t *testing.T) {
 			t.Errorf("%s on device %d: offset %v shape %v, want %v %v", c.pl, c.device, off, local, c.off, c.local)
 		}
 	}
-	if pieces, rank := p.AxisPieces(encode.AxisRanks, encode.G(0, 1), shape, 2); !equalInts(pieces, []int{2, 0}) || rank != 1 {
+	if pieces, rank := p.AxisPieces(spmd.AxisRanks, spmd.G(0, 1), shape, 2); !equalInts(pieces, []int{2, 0}) || rank != 1 {
 		t.Errorf("nested pieces of replica 1: %v rank %d, want [2 0] rank 1", pieces, rank)
 	}
-	if pieces, rank := p.AxisPieces(encode.AxisReplicas, encode.G(0, 0), shape, 1); !equalInts(pieces, []int{4, 2}) || rank != 0 {
+	if pieces, rank := p.AxisPieces(spmd.AxisReplicas, spmd.G(0, 0), shape, 1); !equalInts(pieces, []int{4, 2}) || rank != 0 {
 		t.Errorf("pieces across replicas: %v rank %d, want [4 2] rank 0", pieces, rank)
 	}
 }
@@ -115,12 +115,12 @@ func TestMeshPieces(t *testing.T) {
 // needs.
 func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 	g, p := meshProgram(t, "bert-moe-tiny", "paper-16")
-	if err := encode.Check(g, p); err != nil {
+	if err := spmd.Check(g, p); err != nil {
 		t.Fatalf("megatron program invalid: %v", err)
 	}
 	gap := -1
 	for i, in := range p.Instrs {
-		if in.Kind == encode.Comm && in.Axis == encode.AxisRanks && in.Collective == ir.OpAllGather {
+		if in.Kind == spmd.Comm && in.Axis == spmd.AxisRanks && in.Collective == ir.OpAllGather {
 			gap = i
 			break
 		}
@@ -130,13 +130,13 @@ func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 	}
 	dropped := p.Instrs[gap]
 	broken := *p
-	broken.Instrs = append(append([]encode.Instr{}, p.Instrs[:gap]...), p.Instrs[gap+1:]...)
-	err := encode.Check(g, &broken)
-	var ie *encode.InstrError
-	if !errors.As(err, &ie) || !errors.Is(err, encode.ErrPrecondition) {
+	broken.Instrs = append(append([]spmd.Instr{}, p.Instrs[:gap]...), p.Instrs[gap+1:]...)
+	err := spmd.Check(g, &broken)
+	var ie *spmd.InstrError
+	if !errors.As(err, &ie) || !errors.Is(err, spmd.ErrPrecondition) {
 		t.Fatalf("Check = %v, want an InstrError wrapping ErrPrecondition", err)
 	}
-	want := encode.Placement{Outer: dropped.Other, Inner: dropped.To}.String()
+	want := spmd.Placement{Outer: dropped.Other, Inner: dropped.To}.String()
 	if name := g.Tensors[dropped.Tensor].Name; !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not name %q needed as %s", err, name, want)
 	}
@@ -148,45 +148,45 @@ func TestMeshCheckNamesTheUnmetPrecondition(t *testing.T) {
 func TestMeshCheckRejectsStructuralMistakes(t *testing.T) {
 	cases := []struct {
 		name   string
-		break_ func(g *ir.Graph, p *encode.Program)
+		break_ func(g *ir.Graph, p *spmd.Program)
 		want   string
 	}{
-		{"device twice", func(_ *ir.Graph, p *encode.Program) { p.Mesh.Replicas[1][0] = p.Mesh.Replicas[0][0] }, "twice"},
-		{"short replica", func(_ *ir.Graph, p *encode.Program) { p.Mesh.Replicas[2] = p.Mesh.Replicas[2][:1] }, "every replica has the same ranks"},
-		{"replica lengths do not sum", func(_ *ir.Graph, p *encode.Program) { p.Mesh.Segments[0].Lengths[0]++ }, "sum to"},
-		{"nested lengths disagree", func(_ *ir.Graph, p *encode.Program) {
+		{"device twice", func(_ *ir.Graph, p *spmd.Program) { p.Mesh.Replicas[1][0] = p.Mesh.Replicas[0][0] }, "twice"},
+		{"short replica", func(_ *ir.Graph, p *spmd.Program) { p.Mesh.Replicas[2] = p.Mesh.Replicas[2][:1] }, "every replica has the same ranks"},
+		{"replica lengths do not sum", func(_ *ir.Graph, p *spmd.Program) { p.Mesh.Segments[0].Lengths[0]++ }, "sum to"},
+		{"nested lengths disagree", func(_ *ir.Graph, p *spmd.Program) {
 			s := &p.Segments[0]
 			s.Lengths[0], s.Lengths[len(s.Lengths)-1] = s.Lengths[0]-1, s.Lengths[len(s.Lengths)-1]+1
 		}, "but mesh segment 0 gives it"},
-		{"nested split without the replicas' split", func(g *ir.Graph, p *encode.Program) {
+		{"nested split without the replicas' split", func(g *ir.Graph, p *spmd.Program) {
 			// Labels whole on every replica, then cut among ranks by
 			// the nested segment: which replica's share would that be?
 			for i, lf := range p.Leaves {
 				if g.Tensors[lf.Tensor].Kind == ir.Label {
-					p.Leaves[i].Outer = encode.I
+					p.Leaves[i].Outer = spmd.I
 				}
 			}
 			for i, in := range p.Instrs {
-				if in.Kind == encode.Comm && g.Tensors[in.Tensor].Kind == ir.Label {
-					p.Instrs[i].Other = encode.I
+				if in.Kind == spmd.Comm && g.Tensors[in.Tensor].Kind == ir.Label {
+					p.Instrs[i].Other = spmd.I
 				}
 			}
 		}, "splits each replica's share"},
-		{"rule across replicas is not a rule", func(g *ir.Graph, p *encode.Program) {
+		{"rule across replicas is not a rule", func(g *ir.Graph, p *spmd.Program) {
 			for i := range p.Instrs {
-				if p.Instrs[i].Kind == encode.Compute && g.Ops[p.Instrs[i].Op].Kind == ir.OpLayerNorm {
-					p.Instrs[i].Outer.Out = []encode.Layout{encode.R}
+				if p.Instrs[i].Kind == spmd.Compute && g.Ops[p.Instrs[i].Op].Kind == ir.OpLayerNorm {
+					p.Instrs[i].Outer.Out = []spmd.Layout{spmd.R}
 					return
 				}
 			}
 		}, "not a sharding rule of layer_norm across replicas"},
-		{"no mesh", func(_ *ir.Graph, p *encode.Program) { p.Mesh = nil }, "no mesh"},
+		{"no mesh", func(_ *ir.Graph, p *spmd.Program) { p.Mesh = nil }, "no mesh"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g, p := meshProgram(t, "bert-base-tiny", "paper-16")
 			c.break_(g, p)
-			err := encode.Check(g, p)
+			err := spmd.Check(g, p)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Check = %v, want an error mentioning %q", err, c.want)
 			}
@@ -198,12 +198,12 @@ func TestMeshCheckRejectsStructuralMistakes(t *testing.T) {
 func TestOneDProgramRejectsMeshFields(t *testing.T) {
 	g, p := dpProgram(t, "bert-base-tiny")
 	for i := range p.Instrs {
-		if p.Instrs[i].Kind == encode.Comm {
-			p.Instrs[i].Axis = encode.AxisReplicas
+		if p.Instrs[i].Kind == spmd.Comm {
+			p.Instrs[i].Axis = spmd.AxisReplicas
 			break
 		}
 	}
-	if err := encode.Check(g, p); err == nil || !strings.Contains(err.Error(), "needs a mesh program") {
+	if err := spmd.Check(g, p); err == nil || !strings.Contains(err.Error(), "needs a mesh program") {
 		t.Errorf("Check = %v, want a complaint about communication across replicas", err)
 	}
 }
