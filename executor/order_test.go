@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"hap/devprog"
 	"hap/ir"
 	"hap/lower"
 	"hap/spmd"
@@ -12,7 +13,7 @@ import (
 
 // orderCase is a zoo model's program under a strategy on paper-8 and its
 // lowering (SGD's training step), whose collectives swaps name.
-func orderCase(t *testing.T, model, strat string) (*ir.Graph, *spmd.Program, *lower.Program) {
+func orderCase(t *testing.T, model, strat string) (*ir.Graph, *spmd.Program, *devprog.Program) {
 	t.Helper()
 	g, p := program(t, model, strat, "paper-8", ir.Float64)
 	steps, err := lower.TrainSteps(g, p, ir.SGD(1e-2))
@@ -27,7 +28,7 @@ func orderCase(t *testing.T, model, strat string) (*ir.Graph, *spmd.Program, *lo
 }
 
 // commIDs is device d's collectives' IDs in its list order.
-func commIDs(prog *lower.Program, d int) []int {
+func commIDs(prog *devprog.Program, d int) []int {
 	var ids []int
 	for _, in := range prog.Devices[d].Instrs {
 		if in.Comm != nil {

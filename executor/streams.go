@@ -6,7 +6,7 @@ import "hap/ir"
 // kernels on a compute stream and its collectives on a communication
 // stream, so that a gradient's all-reduce runs while backward computes the
 // next gradient. Each stream runs its ops in the step's op order (which
-// lower.Program.IssueOrders made consistent across ranks for the
+// devprog.Program.IssueOrders made consistent across ranks for the
 // collectives); an op that reads a tensor made on the other stream first
 // waits for an event recorded after that tensor's producer.
 //

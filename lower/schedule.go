@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"hap/cost"
+	"hap/devprog"
 	"hap/ir"
 )
 
@@ -34,14 +35,14 @@ var collectiveKinds = map[ir.OpKind]cost.Collective{
 // that the cost model splits the network among those that cross it. (This
 // takes every sibling to cross every node's links, as in megatron's mesh,
 // where each machine holds a member of every cross-replica group.)
-func Schedule(steps []*ir.Graph) (*Program, error) {
+func Schedule(steps []*ir.Graph) (*devprog.Program, error) {
 	n := len(steps)
 	all := make([]int, n)
 	for i := range all {
 		all[i] = i
 	}
 	ids := map[string]int{} // "group#n" → collective ID
-	p := &Program{Devices: make([]DeviceProgram, n)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, n)}
 	// groupless[g] is the first device scheduled with step g when no op of
 	// g names a group: another device with the same step (CostSteps shares
 	// one among the devices holding the same pieces) gets the same
@@ -51,13 +52,13 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 	var keys groupKeys
 	for d, g := range steps {
 		if e, ok := groupless[g]; ok {
-			p.Devices[d] = p.Devices[e].clone()
+			p.Devices[d] = p.Devices[e].Clone()
 			continue
 		}
 		grouped := false
 		seq := map[string]int{} // group → collectives of it so far on d
 		dp := &p.Devices[d]
-		dp.Instrs = make([]Instr, 0, len(g.Ops))
+		dp.Instrs = make([]devprog.Instr, 0, len(g.Ops))
 		last := make([]int, len(g.Tensors))
 		for i := range last {
 			last[i] = -1
@@ -75,7 +76,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 		instr := make([]int, len(g.Ops))
 		for i := range g.Ops {
 			op := &g.Ops[i]
-			in := Instr{Name: op.Name}
+			in := devprog.Instr{Name: op.Name}
 			for _, t := range op.Inputs {
 				if prod := g.Tensors[t].Producer; prod != ir.NoOp {
 					in.Deps = append(in.Deps, instr[prod])
@@ -101,7 +102,7 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 				in.Comm = c
 			} else {
 				fwd, _ := g.Work(op.ID)
-				in.Kernel = &Kernel{Op: string(op.Kind), Work: &cost.Work{Class: fwd.Class, FLOPs: fwd.FLOPs, Bytes: fwd.Bytes}}
+				in.Kernel = &devprog.Kernel{Op: string(op.Kind), Work: &cost.Work{Class: fwd.Class, FLOPs: fwd.FLOPs, Bytes: fwd.Bytes}}
 			}
 			if op.Phase != ir.Update {
 				for _, t := range op.Outputs {
@@ -141,25 +142,11 @@ func Schedule(steps []*ir.Graph) (*Program, error) {
 	return p, p.Validate()
 }
 
-// clone is a copy of d that shares nothing Schedule sets later (each
-// collective's Sharing); kernels, dependencies and counts are shared,
-// being read only.
-func (d *DeviceProgram) clone() DeviceProgram {
-	c := DeviceProgram{Resident: d.Resident, Instrs: slices.Clone(d.Instrs), CommOrder: slices.Clone(d.CommOrder)}
-	for i := range c.Instrs {
-		if cm := c.Instrs[i].Comm; cm != nil {
-			cp := *cm
-			c.Instrs[i].Comm = &cp
-		}
-	}
-	return c
-}
-
 func bytesOf(t *ir.Tensor) int64 { return int64(t.Shape.Numel() * t.DType.Size()) }
 
 // commOf describes a collective op as a call: every rank's element count in
 // the cost model's convention, and the method for uneven pieces.
-func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (*Comm, error) {
+func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (*devprog.Comm, error) {
 	x := &g.Tensors[op.Inputs[0]]
 	a := &op.Attrs
 	n := len(group)
@@ -197,7 +184,7 @@ func commOf(g *ir.Graph, op *ir.Op, kind cost.Collective, id int, group []int) (
 			counts[r] = int64(x.Shape.Numel())
 		}
 	}
-	c := &Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: int64(x.DType.Size())}
+	c := &devprog.Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: int64(x.DType.Size())}
 	// A grouped all-gather or reduce-scatter stays grouped when its pieces
 	// happen to be equal: the planner priced it grouped, and the even ring
 	// is the padded method's price at equal pieces.

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 )
 
 // The order bound: a lower bound on the simulated step over every communication-stream order,
@@ -30,8 +30,8 @@ import (
 // states the heads and tails to Z3, which proves more with them.
 
 // Bound is a lower bound, in seconds, on p's simulated step under m over every order of its
-// communication streams (the order bound above). p must be valid (lower.Program.Validate).
-func Bound(p *lower.Program, m *cost.Model) (float64, error) {
+// communication streams (the order bound above). p must be valid (devprog.Program.Validate).
+func Bound(p *devprog.Program, m *cost.Model) (float64, error) {
 	pr, err := newProblem(p, m)
 	if err != nil {
 		return 0, err

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
 )
 
@@ -18,8 +18,8 @@ import (
 // each run over a random group of them (so devices see different collectives), with kernels of
 // random seconds between them and random dependencies on each device. Every device lists its
 // collectives by ID, so the list order cannot deadlock.
-func randomGroupsProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+func randomGroupsProgram(rng *rand.Rand, n, kernels, colls int) *devprog.Program {
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	groups := make([][]int, colls)
 	for id := range groups {
 		for d := 0; d < n; d++ {
@@ -43,7 +43,7 @@ func randomGroupsProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
 			}
 			if rng.Intn(left[0]+left[1]) < left[0] {
 				left[0]--
-				dp.Append(lower.Instr{Name: "k", Deps: deps, Kernel: &lower.Kernel{Op: "k", Seconds: 0.1 + rng.Float64()}})
+				dp.Append(devprog.Instr{Name: "k", Deps: deps, Kernel: &devprog.Kernel{Op: "k", Seconds: 0.1 + rng.Float64()}})
 				continue
 			}
 			for ; left[1] > 0; left[1]-- {
@@ -54,7 +54,7 @@ func randomGroupsProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
 					for r := range counts {
 						counts[r] = int64(1 + (id*7919)%250_000_000)
 					}
-					dp.Append(lower.Instr{Name: fmt.Sprintf("c%d", id-1), Deps: deps, Comm: &lower.Comm{ID: id - 1, Kind: cost.AllReduce, Group: g, Counts: counts, ElemBytes: 4}})
+					dp.Append(devprog.Instr{Name: fmt.Sprintf("c%d", id-1), Deps: deps, Comm: &devprog.Comm{ID: id - 1, Kind: cost.AllReduce, Group: g, Counts: counts, ElemBytes: 4}})
 					left[1]--
 					break
 				}
@@ -66,7 +66,7 @@ func randomGroupsProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
 
 // everyOrder is the shortest simulated step over every order of p's collectives (each device
 // issuing its own in that order; orders that deadlock through dependencies skipped).
-func everyOrder(t *testing.T, p *lower.Program, m *cost.Model) float64 {
+func everyOrder(t *testing.T, p *devprog.Program, m *cost.Model) float64 {
 	t.Helper()
 	var ids []int
 	for _, dp := range p.Devices {
@@ -78,7 +78,7 @@ func everyOrder(t *testing.T, p *lower.Program, m *cost.Model) float64 {
 	}
 	best := math.Inf(1)
 	permutations(ids, func(global []int) {
-		q := &lower.Program{Devices: slices.Clone(p.Devices)}
+		q := &devprog.Program{Devices: slices.Clone(p.Devices)}
 		for d := range q.Devices {
 			dp := &q.Devices[d]
 			dp.CommOrder = slices.Clone(dp.CommStream())
@@ -109,7 +109,7 @@ func TestBoundIsBelowEveryOrder(t *testing.T) {
 		cases = 60
 	}
 	for c := 0; c < cases; c++ {
-		var p *lower.Program
+		var p *devprog.Program
 		if c%2 == 0 {
 			p = randomGroupsProgram(rng, 1+rng.Intn(4), 2+rng.Intn(9), 2+rng.Intn(5))
 		} else {
@@ -144,29 +144,29 @@ func TestBoundIsBelowEveryOrder(t *testing.T) {
 // latency) and kernels of given seconds; each is also the best order's step, so the search proves it with no check.
 func TestBoundCases(t *testing.T) {
 	m := testModel(t)
-	kernel := func(s float64, deps ...int) lower.Instr {
-		return lower.Instr{Name: "k", Deps: deps, Kernel: &lower.Kernel{Op: "k", Seconds: s}}
+	kernel := func(s float64, deps ...int) devprog.Instr {
+		return devprog.Instr{Name: "k", Deps: deps, Kernel: &devprog.Kernel{Op: "k", Seconds: s}}
 	}
 	pair := []int{0, 1}
 	for _, tc := range []struct {
 		name   string
-		instrs []lower.Instr // device 0's and device 1's
+		instrs []devprog.Instr // device 0's and device 1's
 		want   float64
 	}{
 		// Nothing waits on anything: the stream's total.
-		{"independent", []lower.Instr{allReduce(0, pair), allReduce(1, pair), kernel(0.5)}, 2},
+		{"independent", []devprog.Instr{allReduce(0, pair), allReduce(1, pair), kernel(0.5)}, 2},
 		// The longest chain through compute: ar0, 3 s of compute, ar1.
-		{"chain", []lower.Instr{allReduce(0, pair), kernel(3, 0), allReduce(1, pair, 1)}, 5},
+		{"chain", []devprog.Instr{allReduce(0, pair), kernel(3, 0), allReduce(1, pair, 1)}, 5},
 		// ar2 waits, through a kernel, on both ar0 and ar1, which share the stream: the one-stream
 		// bound sees the kernel and ar2 in ar0's and ar1's tails.
-		{"join", []lower.Instr{allReduce(0, pair), allReduce(1, pair), kernel(1, 0, 1), allReduce(2, pair, 2)}, 4},
+		{"join", []devprog.Instr{allReduce(0, pair), allReduce(1, pair), kernel(1, 0, 1), allReduce(2, pair, 2)}, 4},
 		// Two joins in a row: ar0 and ar1, a kernel, ar2 and ar3, a kernel, ar4. Without raising
 		// ar2's and ar3's heads to ar0 and ar1 ending one after the other (serialHeads), the bound
 		// was 6: the tails see one of ar2 and ar3, the heads neither ar0 nor ar1 waiting.
-		{"two joins", []lower.Instr{allReduce(0, pair), allReduce(1, pair), kernel(1, 0, 1), allReduce(2, pair, 2), allReduce(3, pair, 2),
+		{"two joins", []devprog.Instr{allReduce(0, pair), allReduce(1, pair), kernel(1, 0, 1), allReduce(2, pair, 2), allReduce(3, pair, 2),
 			kernel(1, 3, 4), allReduce(4, pair, 5)}, 7},
 	} {
-		p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+		p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 		for d := range 2 {
 			p.Devices[d].Instrs = tc.instrs
 		}

@@ -3,9 +3,9 @@
 // that order by a rule (forward in graph order, each gradient's reduction as soon as it is ready);
 // this package asks whether another order makes the simulated step shorter, and proves, within a
 // window, when none does. `hap plan --search-order` and `hap simulate PLAN --search-order` run it,
-// and a plan records the order found as swaps (lower.Swap, plan comm_order).
+// and a plan records the order found as swaps (devprog.Swap, plan comm_order).
 //
-//	lower.Program ──newProblem──► problem ──encodeTimeline──► Z3 (QF_IDL) ──check makespan ≤ best·(1−minGain)──┐
+//	devprog.Program ──newProblem──► problem ──encodeTimeline──► Z3 (QF_IDL) ──check makespan ≤ best·(1−minGain)──┐
 //	  durations under cost.Model    dominated devices dropped,        ▲                                        │ sat:
 //	                                dependencies between collectives  └── best = simulated step ◄── sim.Run ◄──┘ read the order
 //	                                                                       unsat: proven; budget out: stopped
@@ -46,7 +46,7 @@
 // move that leaves the step no longer, until none is kept. What remains are the reversals that
 // pay (bert-moe paper-8: 684 → 78), and the step sometimes shortens further on the way.
 //
-// order imports lower (the program), cost (durations), sim (to check each order) and solve/z3; it
+// order imports devprog (the program), cost (durations), sim (to check each order) and solve/z3; it
 // must not import plan, encode or anything that plans, so that any lowered program can be searched.
 // It keeps no package-level mutable state.
 package order

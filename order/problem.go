@@ -5,14 +5,14 @@ import (
 	"slices"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 )
 
 // problem is a lowered program reduced to what its timing depends on: every instruction's duration
 // under the cost model, the devices whose timing can bind the step, the compute runs whose starts
 // are decisions, and which collectives depend on which.
 type problem struct {
-	p *lower.Program
+	p *devprog.Program
 	// dur[d][i] is instruction i of device d's seconds, as the simulator prices it.
 	dur [][]float64
 	// colls lists the collectives by ID, with their seconds.
@@ -57,8 +57,8 @@ func (b bitset) union(o bitset) bool {
 	return grew
 }
 
-// newProblem prices p under m. p must have passed lower.Program.Validate.
-func newProblem(p *lower.Program, m *cost.Model) (*problem, error) {
+// newProblem prices p under m. p must have passed devprog.Program.Validate.
+func newProblem(p *devprog.Program, m *cost.Model) (*problem, error) {
 	if len(p.Devices) != m.NumDevices() {
 		return nil, fmt.Errorf("order: the program has %d devices, cluster %q has %d", len(p.Devices), m.Cluster().Name, m.NumDevices())
 	}

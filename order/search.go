@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
 	"hap/solve/z3"
 )
@@ -69,7 +69,7 @@ const (
 type Result struct {
 	// Program is the input program with the best order found in CommOrder (nil everywhere when no
 	// faster order was found). It shares instructions with the input.
-	Program *lower.Program
+	Program *devprog.Program
 	// Before and After are the simulated step seconds under the program's own order and the one
 	// returned.
 	Before, After float64
@@ -88,7 +88,7 @@ type Result struct {
 // m, among the orders that keep every dependency and move no collective more than the window
 // past another, and says whether it proved no order in that set is faster. p's compute streams
 // keep their order. ctx cancels the search (returning ctx's error).
-func Search(ctx context.Context, p *lower.Program, m *cost.Model, opt Options) (*Result, error) {
+func Search(ctx context.Context, p *devprog.Program, m *cost.Model, opt Options) (*Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("order: invalid program: %w", err)
 	}
@@ -371,7 +371,7 @@ func encodeTimeline(c *z3.Context, pr *problem, window int) *timeline {
 // order reads a model's collective starts as every device's communication-stream order (ties
 // keep the program's order), and returns the program with it and the order variables the model
 // turned against the program's order.
-func (tl *timeline) order(model *z3.Model, pr *problem) (*lower.Program, []z3.Term, error) {
+func (tl *timeline) order(model *z3.Model, pr *problem) (*devprog.Program, []z3.Term, error) {
 	at := make([]float64, len(pr.ids))
 	for k, t := range tl.coll {
 		v, err := model.Float(t)
@@ -390,14 +390,14 @@ func (tl *timeline) order(model *z3.Model, pr *problem) (*lower.Program, []z3.Te
 			swaps = append(swaps, pa.keep)
 		}
 	}
-	q := &lower.Program{Devices: slices.Clone(pr.p.Devices)}
+	q := &devprog.Program{Devices: slices.Clone(pr.p.Devices)}
 	for d := range q.Devices {
 		dev := &q.Devices[d]
 		next := slices.Clone(pr.streams[d])
 		sort.SliceStable(next, func(x, y int) bool {
 			return at[pr.colls[dev.Instrs[next[x]].Comm.ID].index] < at[pr.colls[dev.Instrs[next[y]].Comm.ID].index]
 		})
-		listOrder := (&lower.DeviceProgram{Instrs: dev.Instrs}).CommStream()
+		listOrder := (&devprog.DeviceProgram{Instrs: dev.Instrs}).CommStream()
 		dev.CommOrder = next
 		if slices.Equal(next, listOrder) {
 			dev.CommOrder = nil

@@ -12,7 +12,7 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
 )
 
@@ -33,8 +33,8 @@ func testModel(t *testing.T) *cost.Model {
 // randomProgram is an SPMD program over the first n of the model's four devices (the rest idle):
 // the same instruction structure on every member, with kernel seconds that differ by device (a
 // heterogeneous cluster's uneven shards), collectives over all members, and random dependencies.
-func randomProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+func randomProgram(rng *rand.Rand, n, kernels, colls int) *devprog.Program {
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	group := make([]int, n)
 	for d := range group {
 		group[d] = d
@@ -73,11 +73,11 @@ func randomProgram(rng *rand.Rand, n, kernels, colls int) *lower.Program {
 				for r := range counts {
 					counts[r] = s.count
 				}
-				p.Devices[d].Append(lower.Instr{Name: fmt.Sprintf("ar%d", s.id), Deps: s.deps,
-					Comm: &lower.Comm{ID: s.id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}})
+				p.Devices[d].Append(devprog.Instr{Name: fmt.Sprintf("ar%d", s.id), Deps: s.deps,
+					Comm: &devprog.Comm{ID: s.id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}})
 				continue
 			}
-			p.Devices[d].Append(lower.Instr{Name: "k", Deps: s.deps, Kernel: &lower.Kernel{Op: "k", Seconds: s.second * scale}})
+			p.Devices[d].Append(devprog.Instr{Name: "k", Deps: s.deps, Kernel: &devprog.Kernel{Op: "k", Seconds: s.second * scale}})
 		}
 	}
 	return p
@@ -102,12 +102,12 @@ func permutations(xs []int, f func([]int)) {
 
 // bruteForce is the shortest simulated step over every communication-stream order of p (the
 // same on every device, as SPMD programs need), skipping orders that deadlock.
-func bruteForce(t *testing.T, p *lower.Program, m *cost.Model) float64 {
+func bruteForce(t *testing.T, p *devprog.Program, m *cost.Model) float64 {
 	t.Helper()
 	own := p.Devices[0].CommStream()
 	best := math.Inf(1)
 	permutations(append([]int{}, own...), func(order []int) {
-		q := &lower.Program{Devices: append([]lower.DeviceProgram{}, p.Devices...)}
+		q := &devprog.Program{Devices: append([]devprog.DeviceProgram{}, p.Devices...)}
 		for d := range q.Devices {
 			if len(q.Devices[d].Instrs) > 0 {
 				q.Devices[d].CommOrder = append([]int{}, order...)
@@ -184,7 +184,7 @@ func TestSearchWithinAWindowIsExactOverIt(t *testing.T) {
 					}
 				}
 			}
-			q := &lower.Program{Devices: append([]lower.DeviceProgram{}, p.Devices...)}
+			q := &devprog.Program{Devices: append([]devprog.DeviceProgram{}, p.Devices...)}
 			for d := range q.Devices {
 				if len(q.Devices[d].Instrs) > 0 {
 					q.Devices[d].CommOrder = append([]int{}, order...)
@@ -206,15 +206,15 @@ func TestSearchWithinAWindowIsExactOverIt(t *testing.T) {
 
 // improvable is a program whose own order is beaten: two all-reduces listed in the order compute
 // does not need them.
-func improvable() *lower.Program {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+func improvable() *devprog.Program {
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	group := []int{0, 1}
 	for d := 0; d < 2; d++ {
 		dp := &p.Devices[d]
 		for id := 1; id <= 2; id++ {
-			dp.Append(lower.Instr{Name: fmt.Sprintf("ar%d", id), Comm: &lower.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: []int64{2.5e8, 2.5e8}, ElemBytes: 4}})
+			dp.Append(devprog.Instr{Name: fmt.Sprintf("ar%d", id), Comm: &devprog.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: []int64{2.5e8, 2.5e8}, ElemBytes: 4}})
 		}
-		dp.Append(lower.Instr{Name: "use", Deps: []int{1}, Kernel: &lower.Kernel{Op: "k", Seconds: 1}})
+		dp.Append(devprog.Instr{Name: "use", Deps: []int{1}, Kernel: &devprog.Kernel{Op: "k", Seconds: 1}})
 	}
 	return p
 }
@@ -306,32 +306,32 @@ func TestSearchErrors(t *testing.T) {
 	if _, err := Search(context.Background(), bad, m, Options{}); err == nil || !strings.Contains(err.Error(), "device 0, instruction 2") {
 		t.Errorf("invalid program: %v", err)
 	}
-	short := &lower.Program{Devices: make([]lower.DeviceProgram, 2)}
+	short := &devprog.Program{Devices: make([]devprog.DeviceProgram, 2)}
 	if _, err := Search(context.Background(), short, m, Options{}); err == nil || !strings.Contains(err.Error(), "2 devices") {
 		t.Errorf("wrong device count: %v", err)
 	}
 }
 
 // allReduce is collective id over group as one device's instruction.
-func allReduce(id int, group []int, deps ...int) lower.Instr {
+func allReduce(id int, group []int, deps ...int) devprog.Instr {
 	counts := make([]int64, len(group))
 	for r := range counts {
 		counts[r] = 2.5e8 // 1 GB: 1 s on the test model's PCIe
 	}
-	return lower.Instr{Name: fmt.Sprintf("ar%d", id), Deps: deps, Comm: &lower.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}}
+	return devprog.Instr{Name: fmt.Sprintf("ar%d", id), Deps: deps, Comm: &devprog.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}}
 }
 
 // Three all-reduces listed ar1, ar2, ar3, and a 5 s kernel that needs only ar3: best is ar3 first
 // (step 6 s), but a window of one lets ar3 pass only ar2 (ar1, ar3, ar2: 7 s).
 func TestSearchKeepsPairsBeyondTheWindowInOrder(t *testing.T) {
 	m := testModel(t)
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	for d := 0; d < 2; d++ {
 		dp := &p.Devices[d]
 		dp.Append(allReduce(1, []int{0, 1}))
 		dp.Append(allReduce(2, []int{0, 1}))
 		ar3 := dp.Append(allReduce(3, []int{0, 1}))
-		dp.Append(lower.Instr{Name: "use", Deps: []int{ar3}, Kernel: &lower.Kernel{Op: "k", Seconds: 5}})
+		dp.Append(devprog.Instr{Name: "use", Deps: []int{ar3}, Kernel: &devprog.Kernel{Op: "k", Seconds: 5}})
 	}
 	for _, tc := range []struct {
 		window int
@@ -354,11 +354,11 @@ func TestSearchKeepsPairsBeyondTheWindowInOrder(t *testing.T) {
 // but on device 0, ar2 waits on a kernel that waits on ar1.
 func TestDependenciesAcrossDevicesFixOrder(t *testing.T) {
 	m := testModel(t)
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	all := []int{0, 1, 2}
 	d0 := &p.Devices[0]
 	a := d0.Append(allReduce(1, all))
-	k := d0.Append(lower.Instr{Name: "k", Deps: []int{a}, Kernel: &lower.Kernel{Op: "k", Seconds: 1}})
+	k := d0.Append(devprog.Instr{Name: "k", Deps: []int{a}, Kernel: &devprog.Kernel{Op: "k", Seconds: 1}})
 	d0.Append(allReduce(2, []int{0, 2}, k))
 	p.Devices[1].Append(allReduce(1, all))
 	p.Devices[2].Append(allReduce(1, all))

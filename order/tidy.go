@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
 )
 
@@ -21,7 +21,7 @@ import (
 // sequence's order, so members always agree. A collective moves later past those listed before
 // it on a device they share (undoing those reversals) and stops at the first one listed after it,
 // so a move never makes a new reversal.
-func tidy(ctx context.Context, p *lower.Program, m *cost.Model, best *sim.Result, accept func(*sim.Result) bool) (*lower.Program, *sim.Result) {
+func tidy(ctx context.Context, p *devprog.Program, m *cost.Model, best *sim.Result, accept func(*sim.Result) bool) (*devprog.Program, *sim.Result) {
 	n := len(p.Devices)
 	listPos := make([]map[int]int, n) // device → collective ID → place in the list order
 	instr := make([]map[int]int, n)   // device → collective ID → instruction index
@@ -90,7 +90,7 @@ func tidy(ctx context.Context, p *lower.Program, m *cost.Model, best *sim.Result
 // globalSequence is one sequence of all p's collectives that every device's communication stream
 // follows (a topological order of the streams; smallest ID first among the ready), or false if the
 // streams disagree.
-func globalSequence(p *lower.Program, group map[int][]int) ([]int, bool) {
+func globalSequence(p *devprog.Program, group map[int][]int) ([]int, bool) {
 	ids := slices.Sorted(maps.Keys(group))
 	index := make(map[int]int, len(ids))
 	for k, id := range ids {
@@ -113,8 +113,8 @@ func globalSequence(p *lower.Program, group map[int][]int) ([]int, bool) {
 }
 
 // withSequence is p with every device issuing its collectives in seq's order.
-func withSequence(p *lower.Program, seq []int, group map[int][]int, instr []map[int]int) *lower.Program {
-	q := &lower.Program{Devices: slices.Clone(p.Devices)}
+func withSequence(p *devprog.Program, seq []int, group map[int][]int, instr []map[int]int) *devprog.Program {
+	q := &devprog.Program{Devices: slices.Clone(p.Devices)}
 	orders := make([][]int, len(q.Devices))
 	for _, id := range seq {
 		for _, d := range group[id] {

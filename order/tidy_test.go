@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
 )
 
 // reversals is the set of collective pairs p's order issues against its list order.
-func reversals(p *lower.Program) map[lower.Swap]bool {
-	set := map[lower.Swap]bool{}
+func reversals(p *devprog.Program) map[devprog.Swap]bool {
+	set := map[devprog.Swap]bool{}
 	for _, s := range p.Swaps() {
 		set[s] = true
 	}
@@ -68,10 +68,10 @@ func TestTidyOnlyUndoesReversalsThatDoNotPay(t *testing.T) {
 // reversal gains nothing, and tidy issues them in list order again.
 func TestTidyRestoresAUselessReversal(t *testing.T) {
 	m := testModel(t)
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 4)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 4)}
 	for d := range 2 {
 		for id := range 2 {
-			p.Devices[d].Append(lower.Instr{Name: "ar", Comm: &lower.Comm{ID: id, Kind: cost.AllReduce, Group: []int{0, 1}, Counts: []int64{1e6, 1e6}, ElemBytes: 4}})
+			p.Devices[d].Append(devprog.Instr{Name: "ar", Comm: &devprog.Comm{ID: id, Kind: cost.AllReduce, Group: []int{0, 1}, Counts: []int64{1e6, 1e6}, ElemBytes: 4}})
 		}
 		p.Devices[d].CommOrder = []int{1, 0}
 	}

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"hap/devprog"
 	"hap/ir"
-	"hap/lower"
 	"hap/sim"
 )
 
@@ -88,7 +88,7 @@ func FindBottleneck(g *ir.Graph, res *sim.Result) Bottleneck {
 		if ev.Device != dev.Device {
 			continue
 		}
-		comm := ev.Stream == lower.StreamComm
+		comm := ev.Stream == devprog.StreamComm
 		src := attribute(ev.Name, ops, tensors, comm)
 		if strings.HasPrefix(ev.Name, ir.LossGradScope+".") {
 			src = Source{Name: g.Tensors[g.Loss].Name} // backward's seed

@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"hap/devprog"
 	"hap/ir"
-	"hap/lower"
 	"hap/models"
 	"hap/sim"
 	"hap/strategy"
@@ -112,8 +112,8 @@ func TestBottleneckKeepsAnOpAndItsTensorApart(t *testing.T) {
 		StepSeconds: 3,
 		Devices:     []sim.DeviceStats{{Device: 0, Compute: 1, Comm: 2}},
 		Events: []sim.Event{
-			{Device: 0, Stream: lower.StreamCompute, Name: "relu.relu", End: 1},
-			{Device: 0, Stream: lower.StreamComm, Name: "relu.comm.all_gather", End: 2},
+			{Device: 0, Stream: devprog.StreamCompute, Name: "relu.relu", End: 1},
+			{Device: 0, Stream: devprog.StreamComm, Name: "relu.comm.all_gather", End: 2},
 		},
 	}
 	got := FindBottleneck(g, res).Sources

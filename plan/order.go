@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"hap/devprog"
 	"hap/lower"
 	"hap/order"
 	"hap/sim"
@@ -16,11 +17,11 @@ import (
 type OrderDoc struct {
 	// Swaps are the collectives issued against the order lowering lists
 	// them in: [x, y] issues y before x on every device that runs both
-	// (lower.Swap; x and y are lowered collective IDs). Empty when the
+	// (devprog.Swap; x and y are lowered collective IDs). Empty when the
 	// list order was the best found.
-	Swaps []lower.Swap `json:"swaps"`
+	Swaps []devprog.Swap `json:"swaps"`
 	// Collectives is the digest of the lowered collectives the swaps
-	// name (lower.Program.CollectiveDigest): a build that lowers the plan
+	// name (devprog.Program.CollectiveDigest): a build that lowers the plan
 	// otherwise refuses the order instead of misreading it.
 	Collectives string `json:"collectives_sha256"`
 	// Status is how the search ended: optimal (no order within the
@@ -84,7 +85,7 @@ func SearchOrder(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, opt
 	}
 	swaps := r.Program.Swaps()
 	if swaps == nil {
-		swaps = []lower.Swap{} // "swaps": [] says the search kept the list order
+		swaps = []devprog.Swap{} // "swaps": [] says the search kept the list order
 	}
 	p.CommSwaps, p.CommDigest = swaps, digest
 	pl.CommOrder = &OrderDoc{Swaps: swaps, Collectives: digest, Status: r.Status, Window: r.Window, Budget: budgetOf(opt), Z3: z3.Version(),

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"hap/cost"
+	"hap/devprog"
 	"hap/encode"
-	"hap/lower"
 	"hap/order"
 	"hap/sim"
 	"hap/solve"
@@ -58,7 +58,7 @@ func OrderPricer(in *Inputs, e *encode.Encoding, opt order.Options) solve.PriceI
 }
 
 // longestCommStream is the most collectives one device of prog issues.
-func longestCommStream(prog *lower.Program) int {
+func longestCommStream(prog *devprog.Program) int {
 	most := 0
 	for _, d := range prog.Devices {
 		n := 0

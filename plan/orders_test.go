@@ -14,9 +14,9 @@ import (
 	"hap/cluster"
 	"hap/cluster/clustertest"
 	"hap/cost"
+	"hap/devprog"
 	"hap/encode"
 	"hap/ir"
-	"hap/lower"
 	"hap/order"
 	"hap/sim"
 	"hap/solve"
@@ -356,7 +356,7 @@ type orderPriced struct {
 
 // lowered is a choice's lowered program, its cost model and order bound.
 type lowered struct {
-	prog  *lower.Program
+	prog  *devprog.Program
 	m     *cost.Model
 	bound float64
 }

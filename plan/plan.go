@@ -26,6 +26,7 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/devprog"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
@@ -591,7 +592,7 @@ func Simulate(in *Inputs, p *spmd.Program) (*sim.Result, error) {
 
 // Lower lowers p to the per-device program the simulator runs, with the
 // cluster's cost model to run it under.
-func Lower(in *Inputs, p *spmd.Program) (*lower.Program, *cost.Model, error) {
+func Lower(in *Inputs, p *spmd.Program) (*devprog.Program, *cost.Model, error) {
 	steps, err := lower.CostSteps(in.Graph, p, in.Optimizer)
 	if err != nil {
 		return nil, nil, err

@@ -1,4 +1,4 @@
-// Package sim is hap's simulator: it executes a lowered per-device program (lower.Program) against the
+// Package sim is hap's simulator: it executes a lowered per-device program (devprog.Program) against the
 // cost model (cost.Model) as events on two streams per device — compute and communication — honouring
 // stream order, explicit dependencies and the synchronisation of collectives, and reports the step time,
 // each device's busy, idle and overlapped time and peak memory. It writes Chrome trace event JSON that
@@ -9,7 +9,7 @@
 // The simulation is deterministic: the same program and model give byte-identical results and traces.
 // It models no contention between concurrent collectives and no kernel launch overheads.
 //
-// sim imports lower (the program format), cost and cluster; only the layers that judge programs
+// sim imports devprog (the program format) and cost only; only the layers that judge programs
 // import it (plan, order, bench and the commands), never those that build them. It keeps no
 // package-level mutable state.
 package sim

@@ -8,13 +8,13 @@ import (
 	"strings"
 
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 )
 
 // Event is one instruction's execution.
 type Event struct {
-	Device int          `json:"device"`
-	Stream lower.Stream `json:"stream"`
+	Device int            `json:"device"`
+	Stream devprog.Stream `json:"stream"`
 	// Index is the instruction's index in its device's list.
 	Index int    `json:"index"`
 	Name  string `json:"name"`
@@ -92,7 +92,7 @@ type Result struct {
 	// Events lists every instruction's execution, ordered by device, then instruction index.
 	Events []Event `json:"-"`
 
-	program *lower.Program
+	program *devprog.Program
 	model   *cost.Model
 	offsets []int // device d's events are Events[offsets[d]:offsets[d+1]]
 }
@@ -103,7 +103,7 @@ func (r *Result) deviceEvents(d int) []Event { return r.Events[r.offsets[d]:r.of
 // Run simulates one step of p on the cluster of m. The program must have one device list per cluster
 // device and pass Program.Validate. A program whose devices reach collectives in incompatible orders is
 // reported as a deadlock, naming where each stuck device waits.
-func Run(p *lower.Program, m *cost.Model) (*Result, error) {
+func Run(p *devprog.Program, m *cost.Model) (*Result, error) {
 	if len(p.Devices) != m.NumDevices() {
 		return nil, fmt.Errorf("simulate: the program has %d devices, cluster %q has %d", len(p.Devices), m.Cluster().Name, m.NumDevices())
 	}
@@ -139,30 +139,30 @@ func Run(p *lower.Program, m *cost.Model) (*Result, error) {
 
 // state is the scheduler's bookkeeping.
 type state struct {
-	p          *lower.Program
-	queue      [][lower.NumStreams][]int // per device and stream: instruction indices in order
-	head       [][lower.NumStreams]int   // next position in queue
-	free       [][lower.NumStreams]float64
+	p          *devprog.Program
+	queue      [][devprog.NumStreams][]int // per device and stream: instruction indices in order
+	head       [][devprog.NumStreams]int   // next position in queue
+	free       [][devprog.NumStreams]float64
 	start, end [][]float64
 	done       [][]bool
 	algo       [][]cost.Algorithm
 	left       int
 }
 
-func newState(p *lower.Program) *state {
+func newState(p *devprog.Program) *state {
 	n := len(p.Devices)
-	s := &state{p: p, queue: make([][lower.NumStreams][]int, n), head: make([][lower.NumStreams]int, n),
-		free: make([][lower.NumStreams]float64, n), start: make([][]float64, n), end: make([][]float64, n),
+	s := &state{p: p, queue: make([][devprog.NumStreams][]int, n), head: make([][devprog.NumStreams]int, n),
+		free: make([][devprog.NumStreams]float64, n), start: make([][]float64, n), end: make([][]float64, n),
 		done: make([][]bool, n), algo: make([][]cost.Algorithm, n)}
 	for d, dp := range p.Devices {
 		k := len(dp.Instrs)
 		s.start[d], s.end[d], s.done[d], s.algo[d] = make([]float64, k), make([]float64, k), make([]bool, k), make([]cost.Algorithm, k)
 		for i := range dp.Instrs {
-			if dp.Instrs[i].Stream() == lower.StreamCompute {
-				s.queue[d][lower.StreamCompute] = append(s.queue[d][lower.StreamCompute], i)
+			if dp.Instrs[i].Stream() == devprog.StreamCompute {
+				s.queue[d][devprog.StreamCompute] = append(s.queue[d][devprog.StreamCompute], i)
 			}
 		}
-		s.queue[d][lower.StreamComm] = dp.CommStream()
+		s.queue[d][devprog.StreamComm] = dp.CommStream()
 		s.left += k
 	}
 	return s
@@ -196,7 +196,7 @@ func (s *state) run(m *cost.Model) error {
 	for s.left > 0 {
 		progress := false
 		for d := range s.p.Devices {
-			for st := lower.Stream(0); st < lower.NumStreams; st++ {
+			for st := devprog.Stream(0); st < devprog.NumStreams; st++ {
 				for s.head[d][st] < len(s.queue[d][st]) {
 					ok, err := s.step(m, d, st)
 					if err != nil {
@@ -217,7 +217,7 @@ func (s *state) run(m *cost.Model) error {
 }
 
 // step tries to start the head of stream st on device d.
-func (s *state) step(m *cost.Model, d int, st lower.Stream) (bool, error) {
+func (s *state) step(m *cost.Model, d int, st devprog.Stream) (bool, error) {
 	i := s.queue[d][st][s.head[d][st]]
 	in := &s.p.Devices[d].Instrs[i]
 	t, ok := s.ready(d, i)
@@ -237,8 +237,8 @@ func (s *state) step(m *cost.Model, d int, st lower.Stream) (bool, error) {
 	c := in.Comm
 	members := make([]int, len(c.Group))
 	for r, e := range c.Group {
-		q := s.queue[e][lower.StreamComm]
-		h := s.head[e][lower.StreamComm]
+		q := s.queue[e][devprog.StreamComm]
+		h := s.head[e][devprog.StreamComm]
 		if h >= len(q) || s.p.Devices[e].Instrs[q[h]].Comm.ID != c.ID {
 			return false, nil
 		}
@@ -265,7 +265,7 @@ func (s *state) deadlock() error {
 	var places []string
 	at := map[string][]int{}
 	for d := range s.p.Devices {
-		for st := lower.Stream(0); st < lower.NumStreams; st++ {
+		for st := devprog.Stream(0); st < devprog.NumStreams; st++ {
 			if h := s.head[d][st]; h < len(s.queue[d][st]) {
 				i := s.queue[d][st][h]
 				in := &s.p.Devices[d].Instrs[i]
@@ -312,15 +312,15 @@ func devicesText(ds []int) string {
 // stats computes device d's busy, overlap and idle times and its peak memory from its events.
 func (r *Result) stats(d int) DeviceStats {
 	st := DeviceStats{Device: d, Type: r.model.Spec(d).Name, Capacity: r.model.Capacity(d)}
-	var busy [lower.NumStreams][][2]float64
+	var busy [devprog.NumStreams][][2]float64
 	for _, e := range r.deviceEvents(d) {
 		busy[e.Stream] = append(busy[e.Stream], [2]float64{e.Start, e.End})
 		st.Finish = math.Max(st.Finish, e.End)
 	}
-	for _, iv := range busy[lower.StreamCompute] {
+	for _, iv := range busy[devprog.StreamCompute] {
 		st.Compute += iv[1] - iv[0]
 	}
-	for _, iv := range busy[lower.StreamComm] {
+	for _, iv := range busy[devprog.StreamComm] {
 		st.Comm += iv[1] - iv[0]
 	}
 	// Events are in list order; a stream issued in another order
@@ -329,7 +329,7 @@ func (r *Result) stats(d int) DeviceStats {
 	for _, ivs := range busy {
 		slices.SortFunc(ivs, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
 	}
-	st.Overlap = intersection(busy[lower.StreamCompute], busy[lower.StreamComm])
+	st.Overlap = intersection(busy[devprog.StreamCompute], busy[devprog.StreamComm])
 	st.Idle = math.Max(0, r.StepSeconds-(st.Compute+st.Comm-st.Overlap))
 	cur := r.program.Devices[d].Resident
 	st.PeakMemory = cur

@@ -12,8 +12,8 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/devprog"
 	"hap/internal/golden"
-	"hap/lower"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -33,18 +33,20 @@ func model(t *testing.T) *cost.Model {
 	return m
 }
 
-func program(n int) *lower.Program { return &lower.Program{Devices: make([]lower.DeviceProgram, n)} }
-
-func kernel(name string, secs float64, deps ...int) lower.Instr {
-	return lower.Instr{Name: name, Kernel: &lower.Kernel{Op: "k", Seconds: secs}, Deps: deps}
+func program(n int) *devprog.Program {
+	return &devprog.Program{Devices: make([]devprog.DeviceProgram, n)}
 }
 
-func comm(id int, kind cost.Collective, group []int, count int64, deps ...int) lower.Instr {
+func kernel(name string, secs float64, deps ...int) devprog.Instr {
+	return devprog.Instr{Name: name, Kernel: &devprog.Kernel{Op: "k", Seconds: secs}, Deps: deps}
+}
+
+func comm(id int, kind cost.Collective, group []int, count int64, deps ...int) devprog.Instr {
 	counts := make([]int64, len(group))
 	for i := range counts {
 		counts[i] = count
 	}
-	return lower.Instr{Name: string(kind), Comm: &lower.Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: 4}, Deps: deps}
+	return devprog.Instr{Name: string(kind), Comm: &devprog.Comm{ID: id, Kind: kind, Group: group, Counts: counts, ElemBytes: 4}, Deps: deps}
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -127,7 +129,7 @@ func TestStreamOrderAndWork(t *testing.T) {
 	dp.Append(kernel("b", 2)) // waits for a: same stream
 	// 1e9 bytes at 320e9 × 0.8 B/s (T4, memory bound).
 	w := &cost.Work{Class: cost.ClassElementwise, FLOPs: 0, Bytes: 256e9}
-	dp.Append(lower.Instr{Name: "c", Kernel: &lower.Kernel{Op: "add", Work: w}})
+	dp.Append(devprog.Instr{Name: "c", Kernel: &devprog.Kernel{Op: "add", Work: w}})
 	dp.Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8, 1)) // after b: 1e-6 + 1 s
 	p.Devices[1].Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8))
 	r, err := Run(p, m)
@@ -154,10 +156,10 @@ func TestPeakMemory(t *testing.T) {
 	p := program(8)
 	dp := &p.Devices[0]
 	dp.Resident = 100
-	a := dp.Append(lower.Instr{Name: "a", Kernel: &lower.Kernel{Seconds: 1}, Alloc: 50})
-	b := dp.Append(lower.Instr{Name: "b", Kernel: &lower.Kernel{Seconds: 1}, Alloc: 30, Free: 80, Deps: []int{a}})
+	a := dp.Append(devprog.Instr{Name: "a", Kernel: &devprog.Kernel{Seconds: 1}, Alloc: 50})
+	b := dp.Append(devprog.Instr{Name: "b", Kernel: &devprog.Kernel{Seconds: 1}, Alloc: 30, Free: 80, Deps: []int{a}})
 	// The communication buffer is taken at t = 2 while c's allocation is live.
-	dp.Append(lower.Instr{Name: "c", Kernel: &lower.Kernel{Seconds: 2}, Alloc: 40, Deps: []int{b}})
+	dp.Append(devprog.Instr{Name: "c", Kernel: &devprog.Kernel{Seconds: 2}, Alloc: 40, Deps: []int{b}})
 	c := comm(4, cost.AllReduce, []int{0}, 10, b)
 	c.Alloc, c.Free = 25, 25
 	dp.Append(c)
@@ -208,7 +210,7 @@ func TestDeadlockAndErrors(t *testing.T) {
 	// A collective the cost model rejects (uneven pieces, even method) names the instruction.
 	uneven := program(8)
 	for _, d := range []int{0, 1} {
-		uneven.Devices[d].Append(lower.Instr{Name: "ag", Comm: &lower.Comm{ID: 1, Kind: cost.AllGather, Group: []int{0, 1}, Counts: []int64{1, 2}, ElemBytes: 4}})
+		uneven.Devices[d].Append(devprog.Instr{Name: "ag", Comm: &devprog.Comm{ID: 1, Kind: cost.AllGather, Group: []int{0, 1}, Counts: []int64{1, 2}, ElemBytes: 4}})
 	}
 	if _, err := Run(uneven, m); err == nil || !strings.Contains(err.Error(), "need method padded or grouped") {
 		t.Errorf("error %v", err)
@@ -217,16 +219,16 @@ func TestDeadlockAndErrors(t *testing.T) {
 
 // tracedProgram: data parallelism on devices 0–2 with a grouped uneven all-gather, a broadcast and
 // memory, enough to exercise every trace field.
-func tracedProgram() *lower.Program {
+func tracedProgram() *devprog.Program {
 	p := program(8)
 	group := []int{0, 1, 4}
 	for r, d := range group {
 		dp := &p.Devices[d]
 		dp.Resident = 1 << 20
-		f := dp.Append(lower.Instr{Name: "fwd", Kernel: &lower.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e12 * float64(r+1), Bytes: 1e8}}, Alloc: 1 << 20})
-		ag := dp.Append(lower.Instr{Name: "gather", Comm: &lower.Comm{ID: 1, Kind: cost.AllGather, Group: group, Counts: []int64{1e6, 2e6, 3e6}, ElemBytes: 4, Method: cost.MethodGrouped}, Deps: []int{f}, Alloc: 24e6})
-		dp.Append(lower.Instr{Name: "bwd", Kernel: &lower.Kernel{Op: "matmul-backward", Seconds: 0.01}, Deps: []int{f}})
-		dp.Append(lower.Instr{Name: "bcast", Comm: &lower.Comm{ID: 2, Kind: cost.Broadcast, Group: group, Counts: []int64{5e5, 5e5, 5e5}, ElemBytes: 4, Root: 2}, Deps: []int{ag}, Free: 24e6 + 1<<20})
+		f := dp.Append(devprog.Instr{Name: "fwd", Kernel: &devprog.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e12 * float64(r+1), Bytes: 1e8}}, Alloc: 1 << 20})
+		ag := dp.Append(devprog.Instr{Name: "gather", Comm: &devprog.Comm{ID: 1, Kind: cost.AllGather, Group: group, Counts: []int64{1e6, 2e6, 3e6}, ElemBytes: 4, Method: cost.MethodGrouped}, Deps: []int{f}, Alloc: 24e6})
+		dp.Append(devprog.Instr{Name: "bwd", Kernel: &devprog.Kernel{Op: "matmul-backward", Seconds: 0.01}, Deps: []int{f}})
+		dp.Append(devprog.Instr{Name: "bcast", Comm: &devprog.Comm{ID: 2, Kind: cost.Broadcast, Group: group, Counts: []int64{5e5, 5e5, 5e5}, ElemBytes: 4, Root: 2}, Deps: []int{ag}, Free: 24e6 + 1<<20})
 	}
 	return p
 }
@@ -365,7 +367,7 @@ func BenchmarkRunDataParallel(b *testing.B) {
 				dp.Append(comm(i, cost.AllReduce, group, 1e6, last))
 				continue
 			}
-			in := lower.Instr{Name: "k", Kernel: &lower.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e10, Bytes: 1e7}}}
+			in := devprog.Instr{Name: "k", Kernel: &devprog.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e10, Bytes: 1e7}}}
 			if last >= 0 {
 				in.Deps = []int{last}
 			}
@@ -417,7 +419,7 @@ func TestOverMemory(t *testing.T) {
 // bytes between devices 0 and 1 takes 1 s + 2 µs; the kernel "use" waits on the second one only.
 func TestCommOrderReordersTheStream(t *testing.T) {
 	m := model(t)
-	build := func(order []int) *lower.Program {
+	build := func(order []int) *devprog.Program {
 		p := program(8)
 		for d := 0; d < 2; d++ {
 			dp := &p.Devices[d]

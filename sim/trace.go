@@ -4,12 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"hap/devprog"
 	"io"
 	"math"
 	"strconv"
 	"text/tabwriter"
-
-	"hap/lower"
 )
 
 // traceEvent is one Chrome trace event (the "JSON Object Format" of the Trace Event Format).
@@ -43,14 +42,14 @@ func (r *Result) WriteTrace(w io.Writer) error {
 		events = append(events,
 			traceEvent{Name: "process_name", Ph: "M", Pid: d, Args: map[string]any{"name": fmt.Sprintf("device %d: %s (node %s)", d, r.model.Spec(d).Name, node)}},
 			traceEvent{Name: "process_sort_index", Ph: "M", Pid: d, Args: map[string]any{"sort_index": d}})
-		for st := lower.Stream(0); st < lower.NumStreams; st++ {
+		for st := devprog.Stream(0); st < devprog.NumStreams; st++ {
 			events = append(events,
 				traceEvent{Name: "thread_name", Ph: "M", Pid: d, Tid: int(st), Args: map[string]any{"name": st.String()}},
 				traceEvent{Name: "thread_sort_index", Ph: "M", Pid: d, Tid: int(st), Args: map[string]any{"sort_index": int(st)}})
 		}
 	}
 	for d := range r.program.Devices {
-		for st := lower.Stream(0); st < lower.NumStreams; st++ {
+		for st := devprog.Stream(0); st < devprog.NumStreams; st++ {
 			for _, e := range r.deviceEvents(d) {
 				if e.Stream != st {
 					continue

@@ -70,13 +70,13 @@ type Program struct {
 	Mesh     *Mesh
 	// CommSwaps, when set, reorders the lowered program's communication
 	// streams: each pair names two collectives by the IDs lowering gives
-	// them (lower.Comm.ID, the same for the same program), the second
-	// issued before the first (lower.Program.ApplySwaps). It is the order
+	// them (devprog.Comm.ID, the same for the same program), the second
+	// issued before the first (devprog.Program.ApplySwaps). It is the order
 	// package order searched for a plan; empty means the order lowering
 	// lists the collectives in. The synthesizer leaves it empty.
 	CommSwaps [][2]int
 	// CommDigest, when set, is the lowered collectives' digest the swaps
-	// were found for (lower.Program.CollectiveDigest); lowering refuses
+	// were found for (devprog.Program.CollectiveDigest); lowering refuses
 	// the swaps for a program whose collectives differ.
 	CommDigest string
 }

@@ -11,8 +11,8 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/devprog"
 	"hap/ir"
-	"hap/lower"
 	"hap/order"
 	"hap/plan"
 	"hap/sim"
@@ -730,7 +730,7 @@ const maxSwapsShown = 12
 // (how much shorter any order could make the step), and, when the order
 // was searched, how the search ended, what it gained, and the collectives
 // it issues against the list order, by name (prog is the plan lowered).
-func explainOrder(w io.Writer, pl *plan.Plan, prog *lower.Program, bound float64) {
+func explainOrder(w io.Writer, pl *plan.Plan, prog *devprog.Program, bound float64) {
 	step := pl.Cost.StepSeconds
 	meets := order.MeetsBound(step, bound)
 	limit := fmt.Sprintf("no order of the collectives makes the step shorter than %s (%.2f%% below this one)", durationIn(bound, step), 100*(1-bound/step))

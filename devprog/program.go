@@ -1,4 +1,4 @@
-package lower
+package devprog
 
 import (
 	"fmt"
@@ -340,4 +340,18 @@ func checkComm(c *Comm, dev int, mark []int, stamp int) error {
 func sameCall(a, b *Comm) bool {
 	return a.ID == b.ID && a.Kind == b.Kind && slices.Equal(a.Group, b.Group) && slices.Equal(a.Counts, b.Counts) &&
 		a.ElemBytes == b.ElemBytes && a.Method == b.Method && a.Root == b.Root && a.Algorithm == b.Algorithm && a.Sharing == b.Sharing
+}
+
+// Clone is a copy of d that shares nothing lower.Schedule sets later (each
+// collective's Sharing); kernels, dependencies and counts are shared,
+// being read only.
+func (d *DeviceProgram) Clone() DeviceProgram {
+	c := DeviceProgram{Resident: d.Resident, Instrs: slices.Clone(d.Instrs), CommOrder: slices.Clone(d.CommOrder)}
+	for i := range c.Instrs {
+		if cm := c.Instrs[i].Comm; cm != nil {
+			cp := *cm
+			c.Instrs[i].Comm = &cp
+		}
+	}
+	return c
 }

@@ -1,4 +1,4 @@
-package lower
+package devprog
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package lower
+package devprog
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package lower_test
+package devprog_test
 
 import (
 	"math/rand/v2"
@@ -8,9 +8,8 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
-	"hap/lower"
+	"hap/devprog"
 	"hap/sim"
-	"hap/spmd"
 )
 
 // threeDevices is a cost model of three identical GPUs on one node, for
@@ -26,22 +25,22 @@ func threeDevices(t *testing.T) *cost.Model {
 	return m
 }
 
-func kernelOn(name string, deps ...int) lower.Instr {
-	return lower.Instr{Name: name, Kernel: &lower.Kernel{Op: "test", Seconds: 1e-4}, Deps: deps}
+func kernelOn(name string, deps ...int) devprog.Instr {
+	return devprog.Instr{Name: name, Kernel: &devprog.Kernel{Op: "test", Seconds: 1e-4}, Deps: deps}
 }
 
-func collective(id int, group []int, deps ...int) lower.Instr {
+func collective(id int, group []int, deps ...int) devprog.Instr {
 	counts := make([]int64, len(group))
 	for i := range counts {
 		counts[i] = 1000
 	}
-	return lower.Instr{Name: "c" + string(rune('0'+id)), Comm: &lower.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}, Deps: deps}
+	return devprog.Instr{Name: "c" + string(rune('0'+id)), Comm: &devprog.Comm{ID: id, Kind: cost.AllReduce, Group: group, Counts: counts, ElemBytes: 4}, Deps: deps}
 }
 
 // checkIssueOrder checks that order issues every instruction of dp once,
 // each after its dependencies, kernels in list order and collectives in
 // the communication stream's order.
-func checkIssueOrder(t *testing.T, dp *lower.DeviceProgram, order []int) {
+func checkIssueOrder(t *testing.T, dp *devprog.DeviceProgram, order []int) {
 	t.Helper()
 	if len(order) != len(dp.Instrs) {
 		t.Fatalf("order %v has %d instructions, want %d", order, len(order), len(dp.Instrs))
@@ -78,7 +77,7 @@ func checkIssueOrder(t *testing.T, dp *lower.DeviceProgram, order []int) {
 // TestIssueOrdersKeepListOrder: without a searched order, a one-queue
 // runtime issues the instruction list as it is.
 func TestIssueOrdersKeepListOrder(t *testing.T) {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 2)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 2)}
 	for d := range p.Devices {
 		dp := &p.Devices[d]
 		k0 := dp.Append(kernelOn("k0"))
@@ -102,7 +101,7 @@ func TestIssueOrdersKeepListOrder(t *testing.T) {
 // is issued swapped, the kernels between them staying where the
 // dependencies allow.
 func TestIssueOrdersFollowSwaps(t *testing.T) {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 2)}
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 2)}
 	for d := range p.Devices {
 		dp := &p.Devices[d]
 		k0 := dp.Append(kernelOn("k0"))
@@ -111,7 +110,7 @@ func TestIssueOrdersFollowSwaps(t *testing.T) {
 		dp.Append(collective(1, []int{0, 1}, k1)) // 3
 		dp.Append(kernelOn("k2"))                 // 4
 	}
-	if err := p.ApplySwaps([]lower.Swap{{0, 1}}); err != nil {
+	if err := p.ApplySwaps([]devprog.Swap{{0, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	orders, err := p.IssueOrders()
@@ -134,7 +133,7 @@ func TestIssueOrdersRefuseWhatHangs(t *testing.T) {
 	// Across devices: every pair of the three shares a collective, and
 	// device 0 issues its two in the other order, so each device waits
 	// in a collective for one that waits in another.
-	cycle := &lower.Program{Devices: make([]lower.DeviceProgram, 3)}
+	cycle := &devprog.Program{Devices: make([]devprog.DeviceProgram, 3)}
 	for _, c := range []struct {
 		id    int
 		group []int
@@ -143,12 +142,12 @@ func TestIssueOrdersRefuseWhatHangs(t *testing.T) {
 			cycle.Devices[d].Append(collective(c.id, c.group))
 		}
 	}
-	if err := cycle.ApplySwaps([]lower.Swap{{0, 2}}); err != nil {
+	if err := cycle.ApplySwaps([]devprog.Swap{{0, 2}}); err != nil {
 		t.Fatal(err) // each device's own order is consistent
 	}
 	// On one device: collective 1 is moved before collective 0, but needs
 	// kernel k2, which runs after k1, which needs collective 0.
-	local := &lower.Program{Devices: make([]lower.DeviceProgram, 3)}
+	local := &devprog.Program{Devices: make([]devprog.DeviceProgram, 3)}
 	for d := range local.Devices {
 		dp := &local.Devices[d]
 		c0 := dp.Append(collective(0, []int{0, 1, 2}))
@@ -156,12 +155,12 @@ func TestIssueOrdersRefuseWhatHangs(t *testing.T) {
 		k2 := dp.Append(kernelOn("k2", k1))
 		dp.Append(collective(1, []int{0, 1, 2}, k2))
 	}
-	if err := local.ApplySwaps([]lower.Swap{{0, 1}}); err != nil {
+	if err := local.ApplySwaps([]devprog.Swap{{0, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		name string
-		p    *lower.Program
+		p    *devprog.Program
 		want string
 	}{
 		{"across devices", cycle, "deadlocks: device 0 in collective 2"},
@@ -188,7 +187,7 @@ func TestIssueOrdersAgreeWithTheSimulator(t *testing.T) {
 	groups := [][]int{{0, 1, 2}, {0, 1}, {1, 2}, {0, 2}, {1}}
 	var issued, refused int
 	for trial := range 400 {
-		p := &lower.Program{Devices: make([]lower.DeviceProgram, 3)}
+		p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 3)}
 		for c := range 2 + rng.IntN(6) {
 			g := groups[rng.IntN(len(groups))]
 			for _, d := range g {
@@ -239,17 +238,17 @@ func TestIssueOrdersAgreeWithTheSimulator(t *testing.T) {
 	}
 }
 
-// TestApplyPlanOrderNamesTheSwapThatHangs: a plan whose recorded order
+// TestApplyCommOrderNamesTheSwapThatHangs: a plan whose recorded order
 // cannot run is refused when it is applied, naming the swap that does it
 // (here a collective put before the one whose result it reads), and a
 // harmless swap beside it is not blamed.
-func TestApplyPlanOrderNamesTheSwapThatHangs(t *testing.T) {
-	p := &lower.Program{Devices: make([]lower.DeviceProgram, 2)}
+func TestApplyCommOrderNamesTheSwapThatHangs(t *testing.T) {
+	p := &devprog.Program{Devices: make([]devprog.DeviceProgram, 2)}
 	for d := range p.Devices {
 		// c1; k reads it; c2 reads k; c3 reads nothing.
-		p.Devices[d].Instrs = []lower.Instr{collective(1, []int{0, 1}), kernelOn("k", 0), collective(2, []int{0, 1}, 1), collective(3, []int{0, 1})}
+		p.Devices[d].Instrs = []devprog.Instr{collective(1, []int{0, 1}), kernelOn("k", 0), collective(2, []int{0, 1}, 1), collective(3, []int{0, 1})}
 	}
-	plan := &spmd.Program{CommDigest: p.CollectiveDigest()}
+	digest := p.CollectiveDigest()
 	cases := []struct {
 		swaps [][2]int
 		blame string // "" when the order runs
@@ -259,8 +258,7 @@ func TestApplyPlanOrderNamesTheSwapThatHangs(t *testing.T) {
 		{[][2]int{{1, 2}, {1, 3}, {2, 3}}, "swap [1, 2] (all-reduce \"c1\" issued after all-reduce \"c2\") makes the order hang: device 0: "},
 	}
 	for _, tc := range cases {
-		plan.CommSwaps = tc.swaps
-		_, err := lower.ApplyPlanOrder(p, plan)
+		_, err := p.ApplyCommOrder(tc.swaps, digest)
 		switch {
 		case tc.blame == "" && err != nil:
 			t.Errorf("swaps %v: %v", tc.swaps, err)

@@ -1,10 +1,9 @@
-package lower
+package devprog
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hap/spmd"
 	"slices"
 	"strings"
 )
@@ -118,48 +117,6 @@ func (p *Program) ApplySwaps(swaps []Swap) error {
 	return nil
 }
 
-// ApplyPlanOrder sets prog's CommOrder to the order p records (its
-// CommSwaps), prog being p lowered. It refuses an order searched for other
-// collectives (CommDigest is not prog's CollectiveDigest: another build
-// lowered the plan otherwise, and its swaps may name other collectives)
-// rather than misread it, and an order the devices cannot run to the end
-// (IssueOrders: a collective before one its input needs, or devices
-// waiting in different collectives for each other), naming the swaps that
-// make it hang. It returns the devices' issue orders (IssueOrders), which a
-// one-queue runtime follows. Without swaps it leaves prog in list order and
-// returns no orders: the list is the issue order.
-func ApplyPlanOrder(prog *Program, p *spmd.Program) ([][]int, error) {
-	if len(p.CommSwaps) == 0 {
-		return nil, nil
-	}
-	if d := prog.CollectiveDigest(); p.CommDigest != "" && d != p.CommDigest {
-		return nil, fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", p.CommDigest, d)
-	}
-	if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-		return nil, fmt.Errorf("plan comm_order: %w", err)
-	}
-	orders, err := prog.IssueOrders()
-	if err != nil {
-		culprits := prog.hangingSwaps(p.CommSwaps)
-		if err := prog.ApplySwaps(p.CommSwaps); err != nil {
-			panic(fmt.Sprintf("lower: swaps applied once no longer apply: %v", err))
-		}
-		switch {
-		case len(culprits) == 0:
-			return nil, fmt.Errorf("plan comm_order: its %d swaps together make the order hang, though none does alone: %w", len(p.CommSwaps), err)
-		case len(culprits) == 1:
-			return nil, fmt.Errorf("plan comm_order: swap %s makes the order hang: %w", prog.swapText(culprits[0]), err)
-		default:
-			texts := make([]string, len(culprits))
-			for i, s := range culprits {
-				texts[i] = prog.swapText(s)
-			}
-			return nil, fmt.Errorf("plan comm_order: swaps %s each make the order hang; with all of them: %w", strings.Join(texts, ", "), err)
-		}
-	}
-	return orders, nil
-}
-
 // hangingSwaps returns the swaps that make p's order hang on their own,
 // each applied alone to the list order. It leaves p in list order.
 func (p *Program) hangingSwaps(swaps []Swap) []Swap {
@@ -209,4 +166,47 @@ func (p *Program) CollectiveDigest() string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ApplyCommOrder sets prog's CommOrder to the order a plan records as
+// swaps of the list order, digest being the digest of the collectives the
+// order was searched for (spmd.Program's CommSwaps and CommDigest). It refuses an order searched for other
+// collectives (digest is not prog's CollectiveDigest: another build
+// lowered the plan otherwise, and its swaps may name other collectives)
+// rather than misread it, and an order the devices cannot run to the end
+// (IssueOrders: a collective before one its input needs, or devices
+// waiting in different collectives for each other), naming the swaps that
+// make it hang. It returns the devices' issue orders (IssueOrders), which a
+// one-queue runtime follows. Without swaps it leaves prog in list order and
+// returns no orders: the list is the issue order.
+func (prog *Program) ApplyCommOrder(swaps []Swap, digest string) ([][]int, error) {
+	if len(swaps) == 0 {
+		return nil, nil
+	}
+	if d := prog.CollectiveDigest(); digest != "" && d != digest {
+		return nil, fmt.Errorf("plan comm_order was searched for other collectives (digest %.12s; this build lowers the plan's program to %.12s): search the order again (hap simulate PLAN --search-order -o NEW)", digest, d)
+	}
+	if err := prog.ApplySwaps(swaps); err != nil {
+		return nil, fmt.Errorf("plan comm_order: %w", err)
+	}
+	orders, err := prog.IssueOrders()
+	if err != nil {
+		culprits := prog.hangingSwaps(swaps)
+		if err := prog.ApplySwaps(swaps); err != nil {
+			panic(fmt.Sprintf("devprog: swaps applied once no longer apply: %v", err))
+		}
+		switch {
+		case len(culprits) == 0:
+			return nil, fmt.Errorf("plan comm_order: its %d swaps together make the order hang, though none does alone: %w", len(swaps), err)
+		case len(culprits) == 1:
+			return nil, fmt.Errorf("plan comm_order: swap %s makes the order hang: %w", prog.swapText(culprits[0]), err)
+		default:
+			texts := make([]string, len(culprits))
+			for i, s := range culprits {
+				texts[i] = prog.swapText(s)
+			}
+			return nil, fmt.Errorf("plan comm_order: swaps %s each make the order hang; with all of them: %w", strings.Join(texts, ", "), err)
+		}
+	}
+	return orders, nil
 }
