@@ -2,31 +2,9 @@ package cost
 
 import (
 	"fmt"
+	"hap/ir"
 	"math"
 	"sort"
-)
-
-// Work is one kernel's work as the IR states it: an op class, floating-point operations and bytes moved
-// to and from device memory. Forward and backward work of an op are separate Work values.
-type Work struct {
-	Class string  `json:"class"`
-	FLOPs float64 `json:"flops"`
-	Bytes float64 `json:"bytes"`
-}
-
-// Op classes. Each has a default efficiency (fraction of peak FLOP/s achieved); an unknown class uses
-// DefaultEfficiency.
-const (
-	ClassMatmul        = "matmul"
-	ClassConv          = "conv"
-	ClassAttention     = "attention"
-	ClassElementwise   = "elementwise"
-	ClassReduction     = "reduction"
-	ClassNormalization = "normalization"
-	ClassEmbedding     = "embedding"
-	ClassDataMovement  = "data-movement"
-	ClassLoss          = "loss"
-	ClassOptimizer     = "optimizer"
 )
 
 // Default efficiencies: the fraction of a device's peak FLOP/s an op class achieves when it is compute
@@ -93,8 +71,8 @@ const (
 
 // Classes lists the known op classes, sorted.
 func Classes() []string {
-	c := []string{ClassMatmul, ClassConv, ClassAttention, ClassElementwise, ClassReduction,
-		ClassNormalization, ClassEmbedding, ClassDataMovement, ClassLoss, ClassOptimizer}
+	c := []string{ir.ClassMatMul, ir.ClassConv, ir.ClassAttention, ir.ClassElementwise, ir.ClassReduction,
+		ir.ClassNormalization, ir.ClassEmbedding, ir.ClassDataMovement, ir.ClassLoss, ir.ClassOptimizer}
 	sort.Strings(c)
 	return c
 }
@@ -102,25 +80,25 @@ func Classes() []string {
 // ClassEfficiency is the default efficiency of an op class at FP32 (DefaultEfficiency when unknown).
 func ClassEfficiency(class string) float64 {
 	switch class {
-	case ClassMatmul:
+	case ir.ClassMatMul:
 		return EfficiencyMatmul
-	case ClassConv:
+	case ir.ClassConv:
 		return EfficiencyConv
-	case ClassAttention:
+	case ir.ClassAttention:
 		return EfficiencyAttention
-	case ClassElementwise:
+	case ir.ClassElementwise:
 		return EfficiencyElementwise
-	case ClassReduction:
+	case ir.ClassReduction:
 		return EfficiencyReduction
-	case ClassNormalization:
+	case ir.ClassNormalization:
 		return EfficiencyNormalization
-	case ClassEmbedding:
+	case ir.ClassEmbedding:
 		return EfficiencyEmbedding
-	case ClassDataMovement:
+	case ir.ClassDataMovement:
 		return EfficiencyDataMovement
-	case ClassLoss:
+	case ir.ClassLoss:
 		return EfficiencyLoss
-	case ClassOptimizer:
+	case ir.ClassOptimizer:
 		return EfficiencyOptimizer
 	}
 	return DefaultEfficiency
@@ -128,7 +106,7 @@ func ClassEfficiency(class string) float64 {
 
 // usesTensorCores reports whether a class runs on the FP16/BF16 tensor peak at half precision.
 func usesTensorCores(class string) bool {
-	return class == ClassMatmul || class == ClassConv || class == ClassAttention
+	return class == ir.ClassMatMul || class == ir.ClassConv || class == ir.ClassAttention
 }
 
 // sustainedClock returns the sustained-clock factor of a catalog device.
@@ -152,7 +130,7 @@ func hasBF16(arch string) bool {
 // profile's measurement for the device type and class if there is one, else peak × efficiency ×
 // sustained-clock factor, and achieved bandwidth is the profile's measurement, else datasheet ×
 // MemoryBandwidthEfficiency. Negative FLOPs or Bytes count as zero. dev must be a valid device index.
-func (m *Model) ComputeTime(dev int, w Work) float64 {
+func (m *Model) ComputeTime(dev int, w ir.Work) float64 {
 	d := &m.devs[dev]
 	t := 0.0
 	if w.FLOPs > 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"hap/cluster"
+	"hap/ir"
 )
 
 func paperModel(t *testing.T, opt Options) *Model {
@@ -31,7 +32,7 @@ func TestV100P100Ratio(t *testing.T) {
 	if m.Spec(v100).Name != "V100-SXM2-16GB" || m.Spec(p100).Name != "P100-PCIE-16GB" {
 		t.Fatalf("unexpected devices %s, %s", m.Spec(v100).Name, m.Spec(p100).Name)
 	}
-	ratio := func(ws ...Work) float64 {
+	ratio := func(ws ...ir.Work) float64 {
 		tv, tp := 0.0, 0.0
 		for _, w := range ws {
 			tv += m.ComputeTime(v100, w)
@@ -41,21 +42,21 @@ func TestV100P100Ratio(t *testing.T) {
 	}
 	peakRatio := 15.7 / (9.3 * SustainedClockP100PCIe)
 	// A 4096×4096×4096 SGEMM: 2·4096³ FLOPs, 3·4096²·4 bytes.
-	matmul := Work{ClassMatmul, 2 * math.Pow(4096, 3), 3 * 4096 * 4096 * 4}
+	matmul := ir.Work{Class: ir.ClassMatMul, FLOPs: 2 * math.Pow(4096, 3), Bytes: 3 * 4096 * 4096 * 4}
 	// A VGG-style 3×3 conv, 256→256 channels on 32 images of 8×8: FLOPs 2·32·64·256·256·9.
-	conv := Work{ClassConv, 2 * 32 * 64 * 256 * 256 * 9, 4 * (2*32*64*256 + 256*256*9)}
-	elementwise := Work{ClassElementwise, 1e8, 1.2e9}
+	conv := ir.Work{Class: ir.ClassConv, FLOPs: 2 * 32 * 64 * 256 * 256 * 9, Bytes: 4 * (2*32*64*256 + 256*256*9)}
+	elementwise := ir.Work{Class: ir.ClassElementwise, FLOPs: 1e8, Bytes: 1.2e9}
 	for _, tc := range []struct {
 		name string
-		work []Work
+		work []ir.Work
 		want float64
 		tol  float64
 	}{
-		{"matmul-heavy", []Work{matmul}, peakRatio, 1e-9},
-		{"conv-heavy", []Work{conv}, peakRatio, 1e-9},
-		{"memory-bound", []Work{elementwise}, 900.0 / 732, 1e-9},
-		{"BERT-like mix", []Work{matmul, matmul, matmul, matmul, matmul, matmul, matmul, matmul,
-			{ClassNormalization, 1e8, 4e9}, {ClassElementwise, 1e8, 4e9}}, 1.75, 0.01},
+		{"matmul-heavy", []ir.Work{matmul}, peakRatio, 1e-9},
+		{"conv-heavy", []ir.Work{conv}, peakRatio, 1e-9},
+		{"memory-bound", []ir.Work{elementwise}, 900.0 / 732, 1e-9},
+		{"BERT-like mix", []ir.Work{matmul, matmul, matmul, matmul, matmul, matmul, matmul, matmul,
+			{Class: ir.ClassNormalization, FLOPs: 1e8, Bytes: 4e9}, {Class: ir.ClassElementwise, FLOPs: 1e8, Bytes: 4e9}}, 1.75, 0.01},
 	} {
 		got := ratio(tc.work...)
 		t.Logf("%s: V100/P100 = %.3f", tc.name, got)
@@ -73,14 +74,14 @@ func TestComputeRoofline(t *testing.T) {
 	// V100: matmul rate 15.7e12 × 0.8 = 12.56e12; memory 900e9 × 0.8 = 720e9.
 	for _, tc := range []struct {
 		name string
-		w    Work
+		w    ir.Work
 		want float64
 	}{
-		{"compute bound", Work{ClassMatmul, 12.56e12, 1e9}, 1},
-		{"memory bound", Work{ClassElementwise, 1e9, 720e9}, 1},
-		{"unknown class uses default", Work{"fft", 15.7e12 * DefaultEfficiency, 0}, 1},
-		{"negative counts as zero", Work{ClassMatmul, -5, -5}, 0},
-		{"no work", Work{}, 0},
+		{"compute bound", ir.Work{Class: ir.ClassMatMul, FLOPs: 12.56e12, Bytes: 1e9}, 1},
+		{"memory bound", ir.Work{Class: ir.ClassElementwise, FLOPs: 1e9, Bytes: 720e9}, 1},
+		{"unknown class uses default", ir.Work{Class: "fft", FLOPs: 15.7e12 * DefaultEfficiency, Bytes: 0}, 1},
+		{"negative counts as zero", ir.Work{Class: ir.ClassMatMul, FLOPs: -5, Bytes: -5}, 0},
+		{"no work", ir.Work{}, 0},
 	} {
 		if got := m.ComputeTime(0, tc.w); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%s: %g s, want %g s", tc.name, got, tc.want)
@@ -92,11 +93,11 @@ func TestHalfPrecision(t *testing.T) {
 	m := paperModel(t, Options{Precision: FP16})
 	// V100 tensor peak 125e12 × 0.8 × HalfPrecisionEfficiency.
 	want := 125e12 * EfficiencyMatmul * HalfPrecisionEfficiency
-	if got := m.FLOPRate(0, ClassMatmul); math.Abs(got-want) > 1 {
+	if got := m.FLOPRate(0, ir.ClassMatMul); math.Abs(got-want) > 1 {
 		t.Errorf("FP16 matmul rate %g, want %g", got, want)
 	}
 	// Non-tensor classes stay on the FP32 peak.
-	if got := m.FLOPRate(0, ClassElementwise); got != 15.7e12*EfficiencyElementwise {
+	if got := m.FLOPRate(0, ir.ClassElementwise); got != 15.7e12*EfficiencyElementwise {
 		t.Errorf("FP16 elementwise rate %g", got)
 	}
 	c, _ := cluster.Builtin("paper-8")
@@ -136,7 +137,7 @@ func TestComputeScalesWithSpeed(t *testing.T) {
 		c := math.Exp(rng.Float64()*6 - 3) // 0.05 … 20
 		scaled := build(c)
 		for i := 0; i < 20; i++ {
-			w := Work{classes[rng.Intn(len(classes))], math.Exp(rng.Float64() * 30), math.Exp(rng.Float64() * 25)}
+			w := ir.Work{Class: classes[rng.Intn(len(classes))], FLOPs: math.Exp(rng.Float64() * 30), Bytes: math.Exp(rng.Float64() * 25)}
 			dev := rng.Intn(base.NumDevices())
 			t0, t1 := base.ComputeTime(dev, w), scaled.ComputeTime(dev, w)
 			if math.Abs(t1*c-t0) > 1e-12*t0 {
@@ -155,10 +156,10 @@ func TestOverrideDropsSustainedFactor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := m.FLOPRate(0, ClassMatmul), 9.3e12*0.8*SustainedClockP100PCIe; math.Abs(got-want) > 1 {
+	if got, want := m.FLOPRate(0, ir.ClassMatMul), 9.3e12*0.8*SustainedClockP100PCIe; math.Abs(got-want) > 1 {
 		t.Errorf("catalog P100: %g, want %g", got, want)
 	}
-	if got, want := m.FLOPRate(1, ClassMatmul), 9e12*0.8; math.Abs(got-want) > 1 {
+	if got, want := m.FLOPRate(1, ir.ClassMatMul), 9e12*0.8; math.Abs(got-want) > 1 {
 		t.Errorf("measured P100: %g, want %g", got, want)
 	}
 }
@@ -197,8 +198,8 @@ func TestMemory(t *testing.T) {
 }
 
 func TestEfficiencyOption(t *testing.T) {
-	m := paperModel(t, Options{Efficiency: map[string]float64{ClassMatmul: 0.5}})
-	if got := m.FLOPRate(0, ClassMatmul); got != 15.7e12*0.5 {
+	m := paperModel(t, Options{Efficiency: map[string]float64{ir.ClassMatMul: 0.5}})
+	if got := m.FLOPRate(0, ir.ClassMatMul); got != 15.7e12*0.5 {
 		t.Errorf("matmul rate %g", got)
 	}
 	c, _ := cluster.Builtin("paper-8")

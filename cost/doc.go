@@ -8,7 +8,7 @@
 //	time = max(FLOPs / (peak × efficiency[class] × sustained[device]), Bytes / (memBW × MemoryBandwidthEfficiency))
 //
 // with peak the device's FP32 rate (or its FP16/BF16 tensor rate for the matmul, conv and attention
-// classes at half precision). The IR states each op's forward and backward work separately as Work
+// classes at half precision). The IR states each op's forward and backward work separately as ir.Work
 // values; nothing here assumes backward = 2 × forward. A measured profile (Profile, docs/profile-format.md)
 // replaces the estimate per device type and op class.
 //
@@ -26,7 +26,8 @@
 // buffers) with a total. ByteUnit is the one rule for the unit byte counts are written in (GB, MB,
 // KB, B), for every package's messages.
 //
-// cost imports cluster (hardware facts) and nothing else of hap; it must not import ir, lower, sim or any
-// planner package. A Model is immutable after New and safe for concurrent use; there is no package-level
+// cost imports cluster (hardware facts) and ir for ir.Work alone (the work an op states, and its
+// classes: one definition, which the cost model prices), and nothing else of hap; it must not import
+// spmd, lower, devprog, sim or any planner package. A Model is immutable after New and safe for concurrent use; there is no package-level
 // mutable state.
 package cost

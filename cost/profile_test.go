@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"hap/cluster"
+	"hap/ir"
 )
 
 func TestProfileExampleApplies(t *testing.T) {
@@ -25,12 +26,12 @@ func TestProfileExampleApplies(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"4090 matmul measured", m.FLOPRate(0, ClassMatmul), 60e12},
-		{"4090 attention efficiency", m.FLOPRate(0, ClassAttention), 82.6e12 * 0.45},
-		{"4090 conv default", m.FLOPRate(0, ClassConv), 82.6e12 * EfficiencyConv},
-		{"3090 matmul measured", m.FLOPRate(1, ClassMatmul), 27e12},
+		{"4090 matmul measured", m.FLOPRate(0, ir.ClassMatMul), 60e12},
+		{"4090 attention efficiency", m.FLOPRate(0, ir.ClassAttention), 82.6e12 * 0.45},
+		{"4090 conv default", m.FLOPRate(0, ir.ClassConv), 82.6e12 * EfficiencyConv},
+		{"3090 matmul measured", m.FLOPRate(1, ir.ClassMatMul), 27e12},
 		// The node overrides FP32 to 30 TFLOPS; the profile's efficiency applies to it.
-		{"3090 conv efficiency on override", m.FLOPRate(1, ClassConv), 30e12 * 0.55},
+		{"3090 conv efficiency on override", m.FLOPRate(1, ir.ClassConv), 30e12 * 0.55},
 		{"3090 mem bandwidth measured", m.MemBandwidth(1), 820e9},
 		{"4090 mem bandwidth default", m.MemBandwidth(0), 1008e9 * MemoryBandwidthEfficiency},
 	} {
@@ -51,7 +52,7 @@ func TestProfileExampleApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.FLOPRate(1, ClassMatmul); got != 30e12*EfficiencyMatmul {
+	if got := m2.FLOPRate(1, ir.ClassMatMul); got != 30e12*EfficiencyMatmul {
 		t.Errorf("NoProfile: 3090 matmul %g", got)
 	}
 }
@@ -132,9 +133,9 @@ func TestProfileRatesAbovePeakAreRefused(t *testing.T) {
 		dp   DeviceProfile
 		want string // "" means accepted
 	}{
-		{"matmul TFLOPS for GFLOPS", DeviceProfile{Classes: map[string]ClassProfile{ClassMatmul: {FLOPS: 65e15}}}, "devices.T4.classes.matmul: 6.5e+04 TFLOPS measured, above the device's peak of 65 TFLOPS"},
+		{"matmul TFLOPS for GFLOPS", DeviceProfile{Classes: map[string]ClassProfile{ir.ClassMatMul: {FLOPS: 65e15}}}, "devices.T4.classes.matmul: 6.5e+04 TFLOPS measured, above the device's peak of 65 TFLOPS"},
 		{"bandwidth TB/s for GB/s", DeviceProfile{MemBandwidth: 300e12}, "devices.T4.mem_bandwidth: 3e+05 GB/s measured"},
-		{"FP16 tensor-core rate", DeviceProfile{Classes: map[string]ClassProfile{ClassMatmul: {FLOPS: 60e12}}}, ""},
+		{"FP16 tensor-core rate", DeviceProfile{Classes: map[string]ClassProfile{ir.ClassMatMul: {FLOPS: 60e12}}}, ""},
 		{"boost clock above the datasheet", DeviceProfile{MemBandwidth: 330e9}, ""},
 	} {
 		p := &Profile{Source: "p.yaml", Devices: map[string]DeviceProfile{"T4": tc.dp}}

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"hap/ir"
 	"math"
 	"strings"
 	"testing"
@@ -14,9 +15,9 @@ func TestFormatProfileRoundTrip(t *testing.T) {
 		Precision: FP32,
 		Devices: map[string]DeviceProfile{
 			"H100-SXM5-80GB": {MemBandwidth: 2.91234567e12, Classes: map[string]ClassProfile{
-				ClassMatmul: {FLOPS: 4.5e13}, ClassElementwise: {FLOPS: 1.234e9}, ClassConv: {Efficiency: 0.55},
+				ir.ClassMatMul: {FLOPS: 4.5e13}, ir.ClassElementwise: {FLOPS: 1.234e9}, ir.ClassConv: {Efficiency: 0.55},
 			}},
-			"T4": {Classes: map[string]ClassProfile{ClassLoss: {FLOPS: 3.3e-3}}},
+			"T4": {Classes: map[string]ClassProfile{ir.ClassLoss: {FLOPS: 3.3e-3}}},
 		},
 		Links: map[string]LinkProfile{"nvlink": {Bandwidth: 3.456e11, Latency: &lat}, "pcie": {Bandwidth: 1.1e10}},
 	}

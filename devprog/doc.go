@@ -14,6 +14,7 @@
 // the one queue a runtime issues (IssueOrders) and refuses an order that
 // would hang.
 //
-// devprog imports cost only (for Work and the collective and method
-// vocabulary): never the IR, the SPMD semantics, the planner or a backend.
+// devprog imports cost (the collective and method vocabulary) and ir for
+// ir.Work alone (a kernel's work): never the IR's graphs, the SPMD
+// semantics, the planner or a backend.
 package devprog

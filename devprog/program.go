@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"hap/cost"
+	"hap/ir"
 )
 
 // Program is one training step as per-device instruction lists: Devices[d] runs on the cluster's
@@ -86,9 +87,9 @@ func (s Stream) String() string {
 // Kernel is a compute kernel. Its time is Work under the cost model, or Seconds when Work is nil.
 type Kernel struct {
 	// Op is the op kind for display, e.g. "matmul", "conv2d-backward-input".
-	Op      string     `json:"op"`
-	Work    *cost.Work `json:"work,omitempty"`
-	Seconds float64    `json:"seconds,omitempty"`
+	Op      string   `json:"op"`
+	Work    *ir.Work `json:"work,omitempty"`
+	Seconds float64  `json:"seconds,omitempty"`
 }
 
 // Comm is one device's call of a collective. Every member of Group has one instruction with the same ID

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"hap/cost"
+	"hap/ir"
 )
 
 func kernel(name string, secs float64, deps ...int) Instr {
@@ -72,7 +73,7 @@ func TestValidateNamesFirstBadInstruction(t *testing.T) {
 		{"dangling dependency", func(p *Program) { p.Devices[1].Instrs[2].Deps = []int{5} }, 1, 2, "dependency 5 is not an earlier instruction"},
 		{"self dependency", func(p *Program) { p.Devices[0].Instrs[1].Deps = []int{1} }, 0, 1, "dependency 1"},
 		{"neither kernel nor comm", func(p *Program) { p.Devices[0].Instrs[0].Kernel = nil }, 0, 0, "exactly one of kernel and comm"},
-		{"both work and seconds", func(p *Program) { p.Devices[0].Instrs[0].Kernel.Work = &cost.Work{Class: "matmul"} }, 0, 0, "both work and explicit seconds"},
+		{"both work and seconds", func(p *Program) { p.Devices[0].Instrs[0].Kernel.Work = &ir.Work{Class: "matmul"} }, 0, 0, "both work and explicit seconds"},
 		{"negative seconds", func(p *Program) { p.Devices[1].Instrs[0].Kernel.Seconds = -1 }, 1, 0, "non-negative"},
 		{"negative alloc", func(p *Program) { p.Devices[0].Instrs[2].Alloc = -1 }, 0, 2, "negative alloc"},
 		{"device out of range", func(p *Program) { p.Devices[0].Instrs[1].Comm.Group = []int{0, 2} }, 0, 1, "group device 2 out of range (the program has 2 devices)"},

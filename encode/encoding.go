@@ -323,7 +323,7 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 	// only make parameter gradients (weightTail).
 	// bwdSlot[i][k] is the input slot whose gradient bwd[i][k] accumulates
 	// (step.Train.Accumulations), −1 for the op's own gradient work.
-	bwd := make([][]cost.Work, len(g.Ops))
+	bwd := make([][]ir.Work, len(g.Ops))
 	bwdIDs := make([][]ir.OpID, len(g.Ops))
 	bwdSlot := make([][]int, len(g.Ops))
 	tail := weightTail(step, len(g.Ops))
@@ -336,7 +336,7 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		op := &step.Ops[i]
 		if op.Phase == ir.Backward && op.GradOf != ir.NoOp && int(op.GradOf) < len(g.Ops) {
 			w, _ := step.Work(op.ID)
-			bwd[op.GradOf] = append(bwd[op.GradOf], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+			bwd[op.GradOf] = append(bwd[op.GradOf], w)
 			bwdIDs[op.GradOf] = append(bwdIDs[op.GradOf], op.ID)
 			slot, ok := accSlot[op.ID]
 			if !ok {
@@ -348,10 +348,10 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 	// update[p] is parameter p's update as the training step runs it: the
 	// optimizer's op over p, its gradient and state (Adam's moments read
 	// and written; SGD's none), which the simulator prices the same way.
-	update := map[ir.TensorID]cost.Work{}
+	update := map[ir.TensorID]ir.Work{}
 	for _, s := range step.Train.Params {
 		w, _ := step.Work(step.Tensors[s.Updated].Producer)
-		update[s.Param] = cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes}
+		update[s.Param] = w
 	}
 	// savedFor[t] holds the forward ops whose backward reads forward
 	// tensor t: what a device keeps from forward into backward (memory.go).
@@ -422,7 +422,7 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		oc.Ops = append(oc.Ops, op.ID)
 		e.classOf[i] = ci
 		fw, _ := g.Work(op.ID)
-		works := append([]cost.Work{{Class: fw.Class, FLOPs: fw.FLOPs, Bytes: fw.Bytes}}, bwd[i]...)
+		works := append([]ir.Work{{Class: fw.Class, FLOPs: fw.FLOPs, Bytes: fw.Bytes}}, bwd[i]...)
 		for d := 0; d < n; d++ {
 			for k, w := range works {
 				t := m.ComputeTime(d, w)
@@ -518,7 +518,7 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		}
 		tc.PadWhole = make([]float64, n)
 		for d := range n {
-			tc.PadWhole[d] = m.ComputeTime(d, cost.Work{Class: ir.ClassDataMovement, Bytes: tc.Bytes})
+			tc.PadWhole[d] = m.ComputeTime(d, ir.Work{Class: ir.ClassDataMovement, Bytes: tc.Bytes})
 		}
 		if 2*float64(len(tc.Tensors))*slices.Max(tc.PadWhole) < padNegligible {
 			clear(tc.PadWhole)

@@ -68,7 +68,7 @@ func gradientSums(step *ir.Graph, m *cost.Model, n int) (sumAdd map[ir.TensorID]
 		w, _ := step.Work(a.Add)
 		secs := make([]float64, n)
 		for d := range n {
-			secs[d] = m.ComputeTime(d, cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+			secs[d] = m.ComputeTime(d, w)
 		}
 		sumAdd[t] = secs
 	}

@@ -181,8 +181,8 @@ nextKernel:
 		}
 		t1 := make([]float64, n)
 		for d := range n {
-			a := m.ComputeTime(d, cost.Work{Class: w.Class, FLOPs: w.FLOPs})
-			t1[d] = math.Max(a, m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: w.Bytes}))
+			a := m.ComputeTime(d, ir.Work{Class: w.Class, FLOPs: w.FLOPs})
+			t1[d] = math.Max(a, m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: w.Bytes}))
 			rk.alpha[d] = a - t1[d]
 		}
 		leaves := false
@@ -231,9 +231,9 @@ nextKernel:
 			}
 			beta, gamma, empty := make([]float64, n), make([]float64, n), make([]float64, n)
 			for d := range n {
-				beta[d] = m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: b0})
-				gamma[d] = m.ComputeTime(d, cost.Work{Class: w.Class, Bytes: b1}) - t1[d]
-				empty[d] = m.ComputeTime(d, cost.Work{Class: ir.ClassElementwise, Bytes: written})
+				beta[d] = m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: b0})
+				gamma[d] = m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: b1}) - t1[d]
+				empty[d] = m.ComputeTime(d, ir.Work{Class: ir.ClassElementwise, Bytes: written})
 			}
 			if slices.Max(beta) < rooflineNegligible {
 				continue

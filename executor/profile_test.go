@@ -69,7 +69,7 @@ func TestFakeProfile(t *testing.T) {
 		t.Fatalf("%v\n%s", err, text)
 	}
 	d := back.Devices["H100-SXM5-80GB"]
-	if d.MemBandwidth <= 0 || d.Classes[cost.ClassMatmul].FLOPS <= 0 || back.Links["nvlink"].Bandwidth <= 0 {
+	if d.MemBandwidth <= 0 || d.Classes[ir.ClassMatMul].FLOPS <= 0 || back.Links["nvlink"].Bandwidth <= 0 {
 		t.Errorf("parsed profile %+v from\n%s", back, text)
 	}
 	// One GPU: no collective, no link in the profile.

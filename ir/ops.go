@@ -93,7 +93,8 @@ const (
 	OpAdamUpdate OpKind = "adam_update" // (p, g, m, v, step) → p', m', v'; LR, Betas, Eps
 )
 
-// Work classes, the cost model's unit of efficiency.
+// Work classes: an op's kind of arithmetic, the cost model's unit of
+// efficiency (cost.ClassEfficiency, and a measured profile's rows).
 const (
 	ClassMatMul        = "matmul"
 	ClassConv          = "conv"
@@ -107,11 +108,15 @@ const (
 	ClassOptimizer     = "optimizer"
 )
 
-// Work is the arithmetic and memory traffic of one op execution.
+// Work is the arithmetic and memory traffic of one op execution: a work
+// class, floating-point operations and bytes moved to and from device
+// memory. Forward and backward work of an op are separate Work values. It is
+// what the IR states and what the cost model (cost.Model.ComputeTime) and
+// the per-device program format (devprog.Kernel) price.
 type Work struct {
-	Class string
-	FLOPs float64
-	Bytes float64
+	Class string  `json:"class"`
+	FLOPs float64 `json:"flops"`
+	Bytes float64 `json:"bytes"`
 }
 
 // OutSpec is what shape inference derives for one output.

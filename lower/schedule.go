@@ -102,7 +102,7 @@ func Schedule(steps []*ir.Graph) (*devprog.Program, error) {
 				in.Comm = c
 			} else {
 				fwd, _ := g.Work(op.ID)
-				in.Kernel = &devprog.Kernel{Op: string(op.Kind), Work: &cost.Work{Class: fwd.Class, FLOPs: fwd.FLOPs, Bytes: fwd.Bytes}}
+				in.Kernel = &devprog.Kernel{Op: string(op.Kind), Work: &fwd}
 			}
 			if op.Phase != ir.Update {
 				for _, t := range op.Outputs {

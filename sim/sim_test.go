@@ -14,6 +14,7 @@ import (
 	"hap/cost"
 	"hap/devprog"
 	"hap/internal/golden"
+	"hap/ir"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -128,7 +129,7 @@ func TestStreamOrderAndWork(t *testing.T) {
 	dp.Append(kernel("a", 1))
 	dp.Append(kernel("b", 2)) // waits for a: same stream
 	// 1e9 bytes at 320e9 × 0.8 B/s (T4, memory bound).
-	w := &cost.Work{Class: cost.ClassElementwise, FLOPs: 0, Bytes: 256e9}
+	w := &ir.Work{Class: ir.ClassElementwise, FLOPs: 0, Bytes: 256e9}
 	dp.Append(devprog.Instr{Name: "c", Kernel: &devprog.Kernel{Op: "add", Work: w}})
 	dp.Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8, 1)) // after b: 1e-6 + 1 s
 	p.Devices[1].Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8))
@@ -225,7 +226,7 @@ func tracedProgram() *devprog.Program {
 	for r, d := range group {
 		dp := &p.Devices[d]
 		dp.Resident = 1 << 20
-		f := dp.Append(devprog.Instr{Name: "fwd", Kernel: &devprog.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e12 * float64(r+1), Bytes: 1e8}}, Alloc: 1 << 20})
+		f := dp.Append(devprog.Instr{Name: "fwd", Kernel: &devprog.Kernel{Op: "matmul", Work: &ir.Work{Class: ir.ClassMatMul, FLOPs: 1e12 * float64(r+1), Bytes: 1e8}}, Alloc: 1 << 20})
 		ag := dp.Append(devprog.Instr{Name: "gather", Comm: &devprog.Comm{ID: 1, Kind: cost.AllGather, Group: group, Counts: []int64{1e6, 2e6, 3e6}, ElemBytes: 4, Method: cost.MethodGrouped}, Deps: []int{f}, Alloc: 24e6})
 		dp.Append(devprog.Instr{Name: "bwd", Kernel: &devprog.Kernel{Op: "matmul-backward", Seconds: 0.01}, Deps: []int{f}})
 		dp.Append(devprog.Instr{Name: "bcast", Comm: &devprog.Comm{ID: 2, Kind: cost.Broadcast, Group: group, Counts: []int64{5e5, 5e5, 5e5}, ElemBytes: 4, Root: 2}, Deps: []int{ag}, Free: 24e6 + 1<<20})
@@ -367,7 +368,7 @@ func BenchmarkRunDataParallel(b *testing.B) {
 				dp.Append(comm(i, cost.AllReduce, group, 1e6, last))
 				continue
 			}
-			in := devprog.Instr{Name: "k", Kernel: &devprog.Kernel{Op: "matmul", Work: &cost.Work{Class: cost.ClassMatmul, FLOPs: 1e10, Bytes: 1e7}}}
+			in := devprog.Instr{Name: "k", Kernel: &devprog.Kernel{Op: "matmul", Work: &ir.Work{Class: ir.ClassMatMul, FLOPs: 1e10, Bytes: 1e7}}}
 			if last >= 0 {
 				in.Deps = []int{last}
 			}

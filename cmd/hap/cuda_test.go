@@ -14,6 +14,7 @@ import (
 	"hap/cost"
 	"hap/cuda"
 	"hap/cuda/cudatest"
+	"hap/ir"
 )
 
 // The CUDA commands against the CPU stand-in for the NVIDIA libraries
@@ -130,7 +131,7 @@ func TestProfileOnStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := p.Devices["A100-SXM4-40GB"]
-	if d.MemBandwidth <= 0 || d.Classes[cost.ClassMatmul].FLOPS <= 0 || p.Links["nvlink"].Bandwidth <= 0 || p.Links["nvlink"].Latency == nil {
+	if d.MemBandwidth <= 0 || d.Classes[ir.ClassMatMul].FLOPS <= 0 || p.Links["nvlink"].Bandwidth <= 0 || p.Links["nvlink"].Latency == nil {
 		t.Errorf("profile %+v", p)
 	}
 	c, err := cluster.Load(pairCluster(t, dir, "measured.yaml"))
@@ -141,7 +142,7 @@ func TestProfileOnStandIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := m.FLOPRate(0, cost.ClassMatmul), d.Classes[cost.ClassMatmul].FLOPS; math.Abs(got-want) > 1e-9*want {
+	if got, want := m.FLOPRate(0, ir.ClassMatMul), d.Classes[ir.ClassMatMul].FLOPS; math.Abs(got-want) > 1e-9*want {
 		t.Errorf("the cost model's matmul rate is %g, the profile says %g", got, want)
 	}
 	code, out, errs = runCLIEnv(getenv, "profile", "--backend", "cuda", "-o", prof, "--model", "mlp-tiny", "--device-type", "A100", "--repeat", "1", "--block", "32", "--json")

@@ -240,7 +240,7 @@ func NewProblem(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt ir.Optimize
 		oi.time = make([]float64, len(p.Groups))
 		for gi, devs := range p.Groups {
 			for _, w := range works {
-				oi.time[gi] += m.ComputeTime(devs[0], cost.Work{Class: w.Class, FLOPs: w.FLOPs, Bytes: w.Bytes})
+				oi.time[gi] += m.ComputeTime(devs[0], w)
 			}
 		}
 		// Scratch words: live[k], then the leaves first read here.
