@@ -81,12 +81,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
 		fmt.Fprintln(w)
-		if how := s.JointOrder(); how != "" {
+		if how := s.Options.JointOrder; how.Ended != "" {
 			// The bound was raised, and the status set, by the search over
 			// programs, lengths and orders together (--order-rounds).
-			fmt.Fprintf(w, "  programs, lengths and orders searched together (hap plan --order-rounds): %s%s\n", how, jointOrderNote(how))
+			fmt.Fprintf(w, "  programs, lengths and orders searched together (hap plan --order-rounds): %s%s\n", how, jointOrderNote(how.Ended))
 		}
-		if ties := s.Tied(); ties.Shrink() && !s.BoundFromWork() {
+		if ties := s.Options.Ties; ties.Shrink() && !s.Options.Bound.FromWork() {
 			// The bound is over the MILP's space, not every plan: a plan
 			// that runs tied layers differently could be faster. Not the
 			// work LP's: tied layers' ops, and identical devices, are
@@ -292,8 +292,8 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		return
 	}
 	search := ""
-	if d := pl.Solver.DeviceSearch(); d != "" {
-		search = "--devices " + d + "; "
+	if d := pl.Solver.Options.Devices; d != "" {
+		search = "--devices " + string(d) + "; "
 	}
 	fmt.Fprintf(w, "\nDevices searched (%shap plan --devices all plans on every device alone):\n", search)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -557,15 +557,15 @@ const (
 // per-device table shows only to a reader who compares idle time with
 // peak against capacity × the memory fraction.
 func explainMemoryBound(w io.Writer, pl *plan.Plan) {
-	fraction, ok := pl.Solver.MemoryFraction()
-	if !ok || pl.Cost.StepSeconds <= 0 {
+	fraction := pl.Solver.Options.MemoryFraction
+	if fraction <= 0 || pl.Cost.StepSeconds <= 0 {
 		return // a hand-written strategy: no planner chose its shares
 	}
 	// What would let the planner give them more: a higher fraction, unless
 	// it already had to lower the one asked for (the plan made under it
 	// did not fit when simulated).
 	advice := fmt.Sprintf("a higher --memory-fraction (%g here) lets the planner give them more", fraction)
-	if retried, ok := pl.Solver.RetriedFraction(); ok {
+	if retried := pl.Solver.Options.RetriedFraction; retried > 0 {
 		advice = fmt.Sprintf("the planner already lowered --memory-fraction %g to %g, since the plan made under it did not fit when simulated", fraction, retried)
 		fraction = retried
 	}
@@ -598,30 +598,34 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 // to lift them (hap plan --untie).
 func tiesNote(t plan.Ties) string {
 	var what, untie []string
-	if t.Layers {
+	if t.LayersTied() {
 		what = append(what, "every layer of an op class runs the same rules")
 		untie = append(untie, "layers")
 	}
-	if t.Devices {
+	if t.DevicesTied() {
 		what = append(what, "a group's identical devices hold even shares")
 		untie = append(untie, "devices")
 	}
-	// The plan records "1 device groups" (Solver.Tied parses that form
-	// back); read out, one group is singular.
-	recorded := strings.Replace(t.Recorded, " 1 device groups ", " 1 device group ", 1)
-	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
+	// The plan records "1 device groups" (one form for every count); read
+	// out, one group is singular.
+	groups := "device groups"
+	if t.DeviceGroups == 1 {
+		groups = "device group"
+	}
+	counts := fmt.Sprintf("%d op classes for %d forward ops, %d %s for %d devices", t.OpClasses, t.ForwardOps, t.DeviceGroups, groups, t.Devices)
+	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", counts, strings.Join(what, ", and "), strings.Join(untie, ","))
 }
 
 // boundBy names the relaxation that proved a plan's bound, and over what
 // it holds when that is more than list-ordered tied plans; empty for the
 // joint MILP's own.
 func boundBy(s plan.Solver) string {
-	switch {
-	case s.BoundFromWork():
+	switch b := s.Options.Bound; {
+	case b.FromWork():
 		return " by the work LP (the ideal compute time: every op split in the best proportions for these GPUs, communication free: it holds for every plan, tied or not, in every issue order)"
-	case s.BoundOverAnyOrder():
+	case b.OverAnyOrder():
 		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s) + ", over every plan in every issue order of its collectives"
-	case s.BoundFromLP():
+	case b.FromLP():
 		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s)
 	}
 	return ""
@@ -630,17 +634,16 @@ func boundBy(s plan.Solver) string {
 // lpBranchedNote says, of a bound the transport LP proved branched on the
 // op classes' rules, so, and with how many LPs.
 func lpBranchedNote(s plan.Solver) string {
-	lps, ok := s.BoundFromBranchedLP()
-	if !ok {
+	if !s.Options.Bound.FromBranchedLP() {
 		return ""
 	}
-	return fmt.Sprintf(" branched on the op classes' rules (up to %d more LPs, --bound-lps: the least open branch's value)", lps)
+	return fmt.Sprintf(" branched on the op classes' rules (up to %d more LPs, --bound-lps: the least open branch's value)", s.Options.BoundLPs)
 }
 
 // lpStoppedNote says, of a bound the transport LP's duals proved when the
 // time limit stopped it, that the finished LP would prove more.
 func lpStoppedNote(s plan.Solver) string {
-	if !s.BoundFromStoppedLP() {
+	if !s.Options.Bound.FromStoppedLP() {
 		return ""
 	}
 	return " (what its duals proved when the time limit stopped it; finished, the LP proves more: a longer --time-limit, or a node limit, gives it time)"
@@ -658,15 +661,15 @@ func boundCaveat(pl *plan.Plan) string {
 	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound*(1-boundRoundoff) {
 		return ""
 	}
-	if pl.CommOrder != nil && !s.BoundOverAnyOrder() {
+	if pl.CommOrder != nil && !s.Options.Bound.OverAnyOrder() {
 		// hap simulate --search-order on a plan made without it.
 		return " (a bound on plans that issue their collectives in list order, which this plan's searched order beats; hap plan --search-order bounds every order)"
 	}
-	fraction, ok := s.RetriedFraction()
-	if !ok {
-		fraction, ok = s.MemoryFraction()
+	fraction := s.Options.RetriedFraction
+	if fraction <= 0 {
+		fraction = s.Options.MemoryFraction
 	}
-	if ok {
+	if fraction > 0 {
 		for _, d := range pl.Cost.PerDevice {
 			if float64(d.PeakMemory) > fraction*float64(d.Capacity) {
 				return fmt.Sprintf(" (a bound on plans within %g of each device's memory; this one fills more of device %d)", fraction, d.Device)
@@ -698,11 +701,11 @@ const boundRoundoff = 1e-9
 //     no more than the work LP, or its solver failed; the plan does not
 //     say which).
 func stoppedNote(s plan.Solver) string {
-	if s.BoundFromLP() {
+	if s.Options.Bound.FromLP() {
 		return ""
 	}
 	switch {
-	case s.StoppedBy == "node limit" && strings.HasPrefix(s.Search(), "no cuts"):
+	case s.StoppedBy == "node limit" && s.Options.Search != nil && s.Options.Search.NoCuts:
 		return fmt.Sprintf(" (without cuts or strong branching; --node-limit above %d runs them for a tighter bound)", plan.DefaultNodeLimit)
 	case s.StoppedBy == "time limit":
 		return " (the transport LP, which bounds most plans far more tightly, gave no bound within the time limit: a longer --time-limit, or a node limit, gives it time)"
@@ -714,9 +717,8 @@ func stoppedNote(s plan.Solver) string {
 // because the simulator found the first plan did not fit, what happened;
 // empty otherwise.
 func retryNote(pl *plan.Plan) string {
-	asked, ok1 := pl.Solver.MemoryFraction()
-	retried, ok2 := pl.Solver.RetriedFraction()
-	if !ok1 || !ok2 {
+	asked, retried := pl.Solver.Options.MemoryFraction, pl.Solver.Options.RetriedFraction
+	if asked <= 0 || retried <= 0 {
 		return ""
 	}
 	return fmt.Sprintf("; solved again under memory fraction %g after the plan made under %g did not fit when simulated", retried, asked)
@@ -772,11 +774,11 @@ func explainOrder(w io.Writer, pl *plan.Plan, prog *devprog.Program, bound float
 
 // jointOrderNote says what the joint search over orders proved, from how
 // it ended (plan.SearchJointly's record).
-func jointOrderNote(how string) string {
-	switch {
-	case strings.HasSuffix(how, string(solve.OrderProven)):
+func jointOrderNote(ended solve.OrderEnd) string {
+	switch ended {
+	case solve.OrderProven:
 		return ": no plan in any issue order of its collectives is faster (within the order search's 1e-4)"
-	case strings.HasSuffix(how, string(solve.OrderNoProposal)):
+	case solve.OrderNoProposal:
 		return ": the any-order MILP's nodes found no other plan to try; a higher --node-limit searches further"
 	}
 	return ": the bound did not meet the plan; more --order-rounds search on"
