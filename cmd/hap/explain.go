@@ -55,6 +55,26 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	if err != nil {
 		return err
 	}
+	// So are the collectives priced, for their table below.
+	var rows []tableRow
+	for i := range p.Instrs {
+		ins := &p.Instrs[i]
+		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
+			continue
+		}
+		t := &g.Tensors[ins.Tensor]
+		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
+		est, err := plan.EstimateCollective(m, g, p, i)
+		if err != nil {
+			return fmt.Errorf("pricing the plan's collectives: %w", err)
+		}
+		layouts := []string{ins.From.String() + "→" + ins.To.String()}
+		if p.Mesh != nil {
+			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
+		}
+		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(est.Seconds*1e3)+" ms", altText(est.Alternative, est.AltSeconds))
+		rows = append(rows, tableRow{name: t.Name, cells: cells})
+	}
 	// clusterDevice numbers the plan's device d as the cluster does.
 	clusterDevice := func(d int) int { return d }
 	if use := pl.Cluster.Use; use != nil {
@@ -161,22 +181,6 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 		tw.Flush()
 	}
 
-	var rows []tableRow
-	for i := range p.Instrs {
-		ins := &p.Instrs[i]
-		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
-			continue
-		}
-		t := &g.Tensors[ins.Tensor]
-		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
-		chosen, alt, altName := collectiveCosts(m, p, i, t)
-		layouts := []string{ins.From.String() + "→" + ins.To.String()}
-		if p.Mesh != nil {
-			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
-		}
-		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(chosen*1e3)+" ms", altText(altName, alt))
-		rows = append(rows, tableRow{name: t.Name, cells: cells})
-	}
 	merged := rows
 	if !eachLayer {
 		merged = mergeLayerRows(rows)
@@ -359,92 +363,6 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 		return fmt.Sprintf("not searched: the time limit was spent (its ideal compute time: %s)", durationIn(s.Bound, step))
 	}
 	return s.Outcome
-}
-
-// collectiveCosts estimates communication instruction i of p and, for an
-// uneven all-gather or reduce-scatter, the rejected method. In a mesh
-// program the instruction runs on every group along its axis at once (as
-// siblings sharing the network); the estimate is the slowest group's.
-func collectiveCosts(m *cost.Model, p *spmd.Program, i int, t *ir.Tensor) (chosen, alt float64, altName string) {
-	in := &p.Instrs[i]
-	from, _ := p.FromTo(i)
-	groups := p.Groups(in.Axis)
-	sharing := 0
-	if len(groups) > 1 {
-		sharing = len(groups)
-	}
-	for _, group := range groups {
-		c, a, name := groupCosts(m, p, in, from, t, group, sharing)
-		if c > chosen {
-			chosen, alt, altName = c, a, name
-		}
-	}
-	return chosen, alt, altName
-}
-
-// groupCosts estimates one group's call of a collective.
-func groupCosts(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.Placement, t *ir.Tensor, group []int, sharing int) (chosen, alt float64, altName string) {
-	_, local := p.Piece(from, t.Shape, group[0])
-	elem := float64(t.DType.Size())
-	// per is the bytes of one element of dim along the rest of the local piece.
-	per := func(dim int) float64 {
-		n := 1.0
-		for d, v := range local {
-			if d != dim {
-				n *= float64(v)
-			}
-		}
-		return n * elem
-	}
-	call := func(kind cost.Collective, bytes []float64, method cost.Method) float64 {
-		c, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: method, Sharing: sharing})
-		return c
-	}
-	bytes := make([]float64, len(group))
-	switch in.Collective {
-	case ir.OpAllGather, ir.OpReduceScatter:
-		l := in.From
-		kind := cost.AllGather
-		if in.Collective == ir.OpReduceScatter {
-			l, kind = in.To, cost.ReduceScatter
-		}
-		pieces, _ := p.AxisPieces(in.Axis, l, t.Shape, group[0])
-		even := true
-		for r, n := range pieces {
-			bytes[r] = float64(n) * per(l.Dim)
-			even = even && n == pieces[0]
-		}
-		if even && in.Method != spmd.MethodGrouped {
-			// Equal pieces run the even ring; grouping them was the
-			// rejected alternative.
-			return call(kind, bytes, cost.MethodEven), call(kind, bytes, cost.MethodGrouped), "grouped"
-		}
-		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
-		if in.Method == spmd.MethodGrouped {
-			return grp, pad, "padded"
-		}
-		return pad, grp, "grouped"
-	case ir.OpAllReduce:
-		for r := range bytes {
-			bytes[r] = float64(local.Numel()) * elem
-		}
-		return call(cost.AllReduce, bytes, ""), 0, ""
-	case ir.OpAllToAll:
-		pieces, _ := p.AxisPieces(in.Axis, in.From, t.Shape, group[0])
-		even := true
-		for r, n := range pieces {
-			bytes[r] = float64(n) * per(in.From.Dim)
-			even = even && n == pieces[0]
-		}
-		// The rejected alternative: through Identity, an all-gather (the
-		// cheaper method when uneven) and a free slice.
-		ag := call(cost.AllGather, bytes, cost.MethodEven)
-		if !even {
-			ag = min(call(cost.AllGather, bytes, cost.MethodPadded), call(cost.AllGather, bytes, cost.MethodGrouped))
-		}
-		return call(cost.AllToAll, bytes, cost.MethodGrouped), ag, "all-gather+slice"
-	}
-	return 0, 0, ""
 }
 
 // bottleneckSources is how many of the bottleneck device's costliest ops
