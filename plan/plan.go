@@ -296,19 +296,23 @@ func LoadInputs(modelSpec string, opt models.Options, clusterSpec string) (*Inpu
 }
 
 // GraphHash is the SHA-256 of a forward graph's JSON.
-func GraphHash(g *ir.Graph) string {
+func GraphHash(g *ir.Graph) (string, error) {
 	var buf bytes.Buffer
 	if err := ir.EncodeJSON(&buf, g); err != nil {
-		return ""
+		return "", fmt.Errorf("hashing graph %s: %w", g.Name, err)
 	}
 	h := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(h[:])
+	return hex.EncodeToString(h[:]), nil
 }
 
-func clusterHash(c *cluster.Cluster) string {
-	b, _ := json.Marshal(c)
+// clusterHash is the SHA-256 of a cluster's JSON form.
+func clusterHash(c *cluster.Cluster) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("hashing cluster %s: %w", c.Name, err)
+	}
 	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return hex.EncodeToString(h[:]), nil
 }
 
 // Build makes the plan document for program p, simulating it for its cost.
@@ -331,11 +335,19 @@ func buildDoc(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Pla
 	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
+	modelSum, err := GraphHash(g)
+	if err != nil {
+		return nil, err
+	}
+	clusterSum, err := clusterHash(in.whole())
+	if err != nil {
+		return nil, err
+	}
 	pl := &Plan{
 		Schema: Schema,
 		Model: ModelRef{Spec: in.ModelSpec, Name: g.Name, Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts,
-			Params: g.ParamCount(), Hash: GraphHash(g)},
-		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterHash(in.whole()), Use: in.Use},
+			Params: g.ParamCount(), Hash: modelSum},
+		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterSum, Use: in.Use},
 		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
 		Ratios:  p.Segments,
 		Mesh:    p.Mesh,
@@ -455,10 +467,17 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if h := GraphHash(in.Graph); h != pl.Model.Hash {
+	h, err := GraphHash(in.Graph)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != pl.Model.Hash {
 		return nil, nil, fmt.Errorf("model %s no longer matches the plan (graph hash %.12s, plan has %.12s)", pl.Model.Spec, h, pl.Model.Hash)
 	}
-	if h := clusterHash(in.Cluster); h != pl.Cluster.Hash {
+	if h, err = clusterHash(in.Cluster); err != nil {
+		return nil, nil, err
+	}
+	if h != pl.Cluster.Hash {
 		return nil, nil, fmt.Errorf("cluster %s no longer matches the plan (hash %.12s, plan has %.12s)", pl.Cluster.Spec, h, pl.Cluster.Hash)
 	}
 	if n := in.Cluster.NumDevices(); pl.Cluster.Devices != n {

@@ -129,7 +129,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 			fmt.Fprintf(w, "  planned in %.2fs%s: %s\n", s.Seconds, of, s.Phases)
 		}
 	}
-	explainDeviceSets(w, pl)
+	if err := explainDeviceSets(w, pl); err != nil {
+		return err
+	}
 
 	devs := in.Cluster.Devices()
 	if m := p.Mesh; m != nil {
@@ -178,7 +180,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\n", d.Op, d.OpKind, d.Rule, d.In, d.Out)
 			}
 		}
-		tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("writing the explanation: %w", err)
+		}
 	}
 
 	merged := rows
@@ -203,7 +207,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	for _, r := range merged {
 		fmt.Fprintf(tw, "  %s\t%s\n", r.name, strings.Join(r.cells, "\t"))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the explanation: %w", err)
+	}
 	explainOrder(w, pl, ordered, orderBound)
 
 	fmt.Fprintf(w, "\nPer device")
@@ -231,14 +237,18 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	for _, r := range devRows {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.Label(), r.Cells)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the explanation: %w", err)
+	}
 	res, err := plan.Simulate(in, p)
 	if err != nil {
 		return fmt.Errorf("simulating the plan: %w", err)
 	}
 	b := plan.FindBottleneck(g, res)
 	b.Device = clusterDevice(b.Device)
-	explainBottleneck(w, b)
+	if err := explainBottleneck(w, b); err != nil {
+		return err
+	}
 	explainMemoryBound(w, pl)
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
@@ -290,10 +300,10 @@ func explainBaselines(w io.Writer, pl *plan.Plan, in *plan.Inputs, where string,
 
 // explainDeviceSets reports hap plan's device search: each set of the
 // cluster's devices weighed, and what became of it.
-func explainDeviceSets(w io.Writer, pl *plan.Plan) {
+func explainDeviceSets(w io.Writer, pl *plan.Plan) error {
 	sets := pl.Solver.DeviceSets
 	if len(sets) == 0 {
-		return
+		return nil
 	}
 	search := ""
 	if d := pl.Solver.Options.Devices; d != "" {
@@ -315,7 +325,9 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the device sets: %w", err)
+	}
 	fmt.Fprintf(w, "  (in the order searched, the likeliest first, by its best hand-written plan's step; a set is not searched once a plan found is no slower than one of its bounds)\n")
 	if slices.ContainsFunc(sets, func(s plan.DeviceSet) bool { return s.ComputeSeconds > 0 }) {
 		fmt.Fprintf(w, "  (compute: the busiest device's compute in that set's plan; the rest of its step is communication not hidden behind it, and waiting)\n")
@@ -336,6 +348,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 			fmt.Fprintf(w, "  Over every set weighed, no plan steps in less than %s (the least of their bounds): this plan is within %s of all of them.\n", durationIn(bound, pl.Cost.StepSeconds), gapPercent(gap))
 		}
 	}
+	return nil
 }
 
 // deviceSetOutcome says what the device search found for set s.
@@ -371,7 +384,7 @@ const bottleneckSources = 5
 
 // explainBottleneck names the busiest device, the stream that keeps it
 // busy, and the ops and tensors that take its time.
-func explainBottleneck(w io.Writer, b plan.Bottleneck) {
+func explainBottleneck(w io.Writer, b plan.Bottleneck) error {
 	stream := "compute"
 	if b.Comm > b.Compute {
 		stream = "communication"
@@ -379,7 +392,7 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %s of %s; %s-bound (compute %s, communication %s)\n",
 		b.Device, b.Type, durationIn(b.Busy, b.Step), duration(b.Step), stream, durationIn(b.Compute, b.Step), durationIn(b.Comm, b.Step))
 	if len(b.Sources) == 0 {
-		return
+		return nil
 	}
 	top := b.Sources[0]
 	what := sourceText(top)
@@ -395,7 +408,10 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	for _, s := range merged[:min(bottleneckSources, len(merged))] {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", s.text, figure(s.compute*perSecond), figure(s.comm*perSecond), s.instrs, 100*s.seconds()/b.Step)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the bottleneck: %w", err)
+	}
+	return nil
 }
 
 func sourceText(s plan.Source) string {

@@ -894,7 +894,9 @@ func TestPlanSearchesDevices(t *testing.T) {
 	reordered.CommOrder = &plan.OrderDoc{Status: "improved"}
 	reordered.Cost.StepSeconds *= 0.5
 	var table strings.Builder
-	explainDeviceSets(&table, &reordered)
+	if err := explainDeviceSets(&table, &reordered); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
 		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
 	}
@@ -904,7 +906,9 @@ func TestPlanSearchesDevices(t *testing.T) {
 	loose.Solver.DeviceSets = slices.Clone(searched.Solver.DeviceSets)
 	loose.Solver.DeviceSets[0].Bound = loose.Solver.Objective / 2
 	var gapped strings.Builder
-	explainDeviceSets(&gapped, &loose)
+	if err := explainDeviceSets(&gapped, &loose); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.08") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
 		t.Errorf("the devices table does not bound the sets weighed:\n%s", gapped.String())
 	}
