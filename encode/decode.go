@@ -64,7 +64,11 @@ func (e *Encoding) Decode(ch *Choice) (*spmd.Program, error) {
 		case h.Kind == spmd.Reduce && q.Kind == spmd.Identity:
 			emit(h, ir.OpAllReduce)
 		case h.Kind == spmd.Reduce && q.Kind == spmd.Gather:
-			if _, via, _ := e.tensorComm(ch, tc); via {
+			_, via, err := e.tensorComm(ch, tc)
+			if err != nil {
+				return fmt.Errorf("making %q %s from %s: %w", g.Tensors[t].Name, q, h, err)
+			}
+			if via {
 				if err := make_(t, spmd.I); err != nil {
 					return err
 				}

@@ -571,7 +571,11 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		tc := &e.Tensors[ti]
 		for _, l := range e.layouts[ti] {
 			if l.Kind == spmd.Gather || l == spmd.I {
-				e.coll[e.collKeyOf(tc, l)] = e.computeColl(tc, l)
+				c, err := e.computeColl(tc, l)
+				if err != nil {
+					return nil, fmt.Errorf("pricing the collectives of tensor %s in layout %v: %w", tc.Name, l, err)
+				}
+				e.coll[e.collKeyOf(tc, l)] = c
 			}
 		}
 	}
@@ -648,7 +652,15 @@ func (e *Encoding) collCoeffs(tc *TensorClass, l spmd.Layout) Coll {
 	if c, ok := e.coll[e.collKeyOf(tc, l)]; ok {
 		return c
 	}
-	return e.computeColl(tc, l)
+	// Not among the layouts Encode priced: priced now, unkept (the
+	// encoding is read-only once built). Encode priced this class's
+	// collectives over the same group with no more bytes, so the cost
+	// model cannot refuse these calls but for a bug.
+	c, err := e.computeColl(tc, l)
+	if err != nil {
+		panic(fmt.Sprintf("encode: internal: tensor class %s in layout %v, priced after Encode: %v", tc.Name, l, err))
+	}
+	return c
 }
 
 // collKeyOf keys tensor class tc's collectives in layout l (every
@@ -661,21 +673,45 @@ func (e *Encoding) collKeyOf(tc *TensorClass, l spmd.Layout) collKey {
 	return k
 }
 
-func (e *Encoding) computeColl(tc *TensorClass, l spmd.Layout) Coll {
+// computeColl prices tensor class tc's collectives in layout l; an error
+// is a call the cost model refuses, named with the collective and its
+// bytes.
+func (e *Encoding) computeColl(tc *TensorClass, l spmd.Layout) (Coll, error) {
 	var c Coll
 	grp := e.group()
 	m := e.model
-	evenCall := func(kind cost.Collective, per float64) float64 {
+	// calls keep the first error: the coefficients are then refused
+	// whole, not fitted to a collective priced at 0.
+	var callErr error
+	price := func(call cost.Call, algoKind cost.Collective) float64 {
+		if callErr != nil {
+			return 0
+		}
+		algo, err := e.algorithm(algoKind, tc.Bytes)
+		if err != nil {
+			callErr = err
+			return 0
+		}
+		call.Group, call.Algorithm = grp, algo
+		t, err := m.CollectiveTime(call)
+		if err != nil {
+			callErr = fmt.Errorf("%s of %g bytes per rank (%s): %w", call.Kind, call.Bytes[0], algo, err)
+		}
+		return t
+	}
+	same := func(bytes float64) []float64 {
 		b := make([]float64, e.N)
 		for i := range b {
-			b[i] = per
+			b[i] = bytes
 		}
-		t, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: grp, Bytes: b, Algorithm: e.algorithm(kind, tc.Bytes)})
-		return t
+		return b
+	}
+	evenCall := func(kind cost.Collective, per float64) float64 {
+		return price(cost.Call{Kind: kind, Bytes: same(per)}, kind)
 	}
 	c.AllReduce = evenCall(cost.AllReduce, tc.Bytes)
 	if l.Kind != spmd.Gather {
-		return c
+		return c, callErr
 	}
 	seg := &e.Segs[l.Seg]
 	unitBytes := tc.Bytes / float64(seg.Units)
@@ -689,22 +725,21 @@ func (e *Encoding) computeColl(tc *TensorClass, l spmd.Layout) Coll {
 			bc = cost.Reduce
 		}
 		one := func(bytes float64) float64 {
-			b := make([]float64, e.N)
-			for i := range b {
-				b[i] = bytes
-			}
-			t, _ := m.CollectiveTime(cost.Call{Kind: bc, Group: grp, Bytes: b, Algorithm: e.algorithm(kind, tc.Bytes)})
-			return t
+			// Routed as the collective it stands in for is.
+			return price(cost.Call{Kind: bc, Bytes: same(bytes)}, kind)
 		}
 		a, slope := affine(one, tc.Bytes)
 		c.GrpA[k], c.GrpB[k] = a, slope*unitBytes
 	}
-	return c
+	if callErr != nil {
+		return Coll{}, callErr
+	}
+	return c, nil
 }
 
 // algorithm fixes ring or hierarchical per collective kind and size, so
 // every coefficient comes from one affine formula.
-func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm {
+func (e *Encoding) algorithm(kind cost.Collective, bytes float64) (cost.Algorithm, error) {
 	b := make([]float64, e.N)
 	for i := range b {
 		b[i] = bytes / float64(e.N)
@@ -716,9 +751,9 @@ func (e *Encoding) algorithm(kind cost.Collective, bytes float64) cost.Algorithm
 	}
 	est, err := e.model.Collective(cost.Call{Kind: kind, Group: e.group(), Bytes: b})
 	if err != nil {
-		return cost.AlgoRing
+		return "", fmt.Errorf("choosing the %s algorithm for %g bytes: %w", kind, bytes, err)
 	}
-	return est.Algorithm
+	return est.Algorithm, nil
 }
 
 // Choice is one point of the search space.

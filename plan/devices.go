@@ -447,7 +447,7 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	}
 	sets[chosen].Chosen = true
 	best.Solver.DeviceSets = sets
-	best.Solver.Options = append(best.Solver.Options, Software{DevicesOption, string(search)})
+	best.Solver.Options.Devices = search
 	if opt.WallTime {
 		best.Solver.Seconds = seconds
 	}

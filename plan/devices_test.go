@@ -185,7 +185,7 @@ func TestDeviceSearch(t *testing.T) {
 				}
 				fmt.Fprintf(&table, "  %-6s %-50s %s\n", DeviceList(s.Use), s.Summary, what)
 			}
-			if got := pl.Solver.DeviceSearch(); got != string(c.search) {
+			if got := pl.Solver.Options.Devices; got != c.search {
 				t.Errorf("plan records device search %q, want %q", got, c.search)
 			}
 			bound, ok := DevicesBound(pl.Solver.DeviceSets)

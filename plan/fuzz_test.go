@@ -14,17 +14,25 @@ import (
 // `hap explain` and `hap simulate` do with a plan file: parse, resolve
 // against the model and cluster it names, check, lower and simulate. Bad
 // documents must come back as errors, never as a panic or a hang. The seeds
-// are real plans of a tiny model, data-parallel and megatron (a mesh), and
-// one on two of paper-16's devices (cluster.use).
+// are real plans of a tiny model, data-parallel and megatron (a mesh), one
+// with a solver record of every option (SolverOptions), and one on two of
+// paper-16's devices (cluster.use). A solver record that parses writes
+// back the pairs it was read from, in hap's order.
 func FuzzPlanDocument(f *testing.F) {
-	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
-		_, _, pl := strategyPlan(f, "mlp-tiny", "paper-8", s)
+	add := func(pl *Plan) {
 		b, err := pl.Encode()
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
+	for _, s := range []string{"dp-ev", "dp-cp", "megatron"} {
+		_, _, pl := strategyPlan(f, "mlp-tiny", "paper-8", s)
+		add(pl)
+	}
+	_, _, recorded := strategyPlan(f, "mlp-tiny", "paper-8", "dp-ev")
+	recorded.Solver.Options, _ = everyOption()
+	add(recorded)
 	in, err := LoadInputs("mlp-tiny", models.Options{}, "paper-16")
 	if err != nil {
 		f.Fatal(err)
@@ -40,15 +48,14 @@ func FuzzPlanDocument(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	b, err := pl.Encode()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
+	add(pl)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pl, err := Parse(data, "fuzz.json")
 		if err != nil {
 			return
+		}
+		if back, err := ReadSolverOptions(pl.Solver.Options.Pairs()); err != nil || !sameOptions(back, pl.Solver.Options) {
+			t.Fatalf("solver options %v read back as %v, %v", pl.Solver.Options.Pairs(), back.Pairs(), err)
 		}
 		if !fuzzableSpec(pl.Model.Spec) || !fuzzableSpec(pl.Cluster.Spec) {
 			return

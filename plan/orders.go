@@ -72,11 +72,6 @@ func longestCommStream(prog *devprog.Program) int {
 	return most
 }
 
-// JointOrderOption names, in Solver.Options, the joint search over issue
-// orders that followed the order search (SearchJointly): its rounds, the
-// choices it priced and how it ended (solve.OrderEnd).
-const JointOrderOption = "joint-order-search"
-
 // JointOrderOptions steer SearchJointly.
 type JointOrderOptions struct {
 	// Order steers each choice's order search (window, budget).
@@ -112,7 +107,7 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, o
 	if frac == 0 {
 		frac = encode.DefaultMemoryFraction
 	}
-	if f, ok := pl.Solver.RetriedFraction(); ok {
+	if f := pl.Solver.Options.RetriedFraction; f > 0 {
 		frac = f
 	}
 	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac,
@@ -154,7 +149,7 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, o
 		pl, p = npl, np
 	}
 	s := &pl.Solver
-	if s.BoundOverAnyOrder() && res.Bound > s.Bound {
+	if s.Options.Bound.OverAnyOrder() && res.Bound > s.Bound {
 		s.Bound = res.Bound
 		if s.Objective > 0 {
 			s.Gap = max(0, (s.Objective-s.Bound)/s.Objective)
@@ -163,6 +158,6 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, o
 	if res.Optimal {
 		s.Status = "optimal"
 	}
-	s.Options = append(s.Options, Software{JointOrderOption, fmt.Sprintf("%d rounds, %d priced, %s", res.Rounds, res.Priced, res.Ended)})
+	s.Options.JointOrder = JointOrder{Rounds: res.Rounds, Priced: res.Priced, Ended: res.Ended}
 	return pl, p, res, nil
 }

@@ -21,8 +21,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 
 	"hap/cluster"
 	"hap/cost"
@@ -154,7 +152,9 @@ type Solver struct {
 	Gap       float64    `json:"gap"`
 	Model     string     `json:"model,omitempty"` // "milp" and its size
 	Versions  []Software `json:"versions,omitempty"`
-	Options   []Software `json:"options,omitempty"`
+	// Options are the settings the plan was made under and what its
+	// search recorded of itself; none on a hand-written strategy's plan.
+	Options SolverOptions `json:"options,omitzero"`
 	// StoppedBy names what ended the search short of optimality: "node
 	// limit" (deterministic), "time limit" (the plan may differ on a
 	// machine of another speed) or "solver failure" (the joint MILP's
@@ -231,208 +231,11 @@ func HapVersion() string {
 	return rev[:12]
 }
 
-// Software is one component's version.
+// Software is one component's version; the document writes each solver
+// option (SolverOptions) in the same form, its value as the version.
 type Software struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
-}
-
-// MemoryFractionOption names, in Solver.Options, the share of each
-// device's memory the planner's memory model could fill.
-const MemoryFractionOption = "memory-fraction"
-
-// MemoryRetryOption names, in Solver.Options, the smaller memory fraction
-// the plan was solved again under after the simulator found that the plan
-// made under MemoryFractionOption's did not fit; absent when it did.
-const MemoryRetryOption = "memory-fraction-retried"
-
-// MemoryFraction is the memory fraction a synthesized plan was asked for;
-// false for a hand-written strategy's plan, which records none.
-func (s Solver) MemoryFraction() (float64, bool) { return s.fractionOption(MemoryFractionOption) }
-
-// RetriedFraction is the smaller memory fraction the plan was solved
-// again under (MemoryRetryOption); false when the first plan fitted.
-func (s Solver) RetriedFraction() (float64, bool) { return s.fractionOption(MemoryRetryOption) }
-
-func (s Solver) fractionOption(name string) (float64, bool) {
-	v, ok := s.option(name)
-	if !ok {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	return f, err == nil && f > 0
-}
-
-// BoundOption names, in Solver.Options, where the proven bound comes
-// from: BoundByLP, the transport relaxation's LP solved beside the search
-// (solve/bound.go), or BoundByMILP, the joint MILP's own, both over plans
-// that issue their collectives in the lowered program's list order;
-// BoundByLPAnyOrder, the LP relaxed over every issue order
-// (SynthOptions.AnyOrderBound), which holds for a plan whose order was
-// searched; or BoundByWork, the work LP's (the ideal compute time, with
-// communication free), which holds in every order too and is the bound
-// when it is higher than the others' — when they were stopped by the
-// clock, or where compute is most of the step. A transport LP that the
-// time limit stopped before its optimum has StoppedSuffix: its bound is
-// the one its duals proved by then.
-const BoundOption = "bound"
-
-// The values of BoundOption.
-const (
-	BoundByLP         = "transport-lp"
-	BoundByLPAnyOrder = "transport-lp-any-order"
-	BoundByMILP       = "joint-milp"
-	BoundByWork       = "work-lp"
-	// StoppedSuffix follows BoundByLP or BoundByLPAnyOrder when the
-	// clock stopped the LP ("transport-lp-stopped").
-	StoppedSuffix = "-stopped"
-	// BranchedSuffix follows them when the bound is the least open
-	// branch of the LP branched on the op classes' rules
-	// (SynthOptions.BoundLPs; "transport-lp-branched").
-	BranchedSuffix = "-branched"
-)
-
-// BoundLPsOption names, in Solver.Options, the LP solves the bound's
-// branching was allowed after the LP's own (SynthOptions.BoundLPs);
-// absent when it was not asked for.
-const BoundLPsOption = "bound-lps"
-
-// lpBound is the form of the transport LP that proved the plan's bound
-// (BoundByLP, BoundByLPAnyOrder; "" when another did) and whether the
-// clock stopped it.
-func (s Solver) lpBound() (form string, stopped bool) {
-	v, _ := s.option(BoundOption)
-	form, stopped = strings.CutSuffix(v, StoppedSuffix)
-	if !stopped {
-		form, _ = strings.CutSuffix(form, BranchedSuffix)
-	}
-	if form != BoundByLP && form != BoundByLPAnyOrder {
-		return "", false
-	}
-	return form, stopped
-}
-
-// BoundFromBranchedLP reports whether the plan's bound is the least open
-// branch of the transport LP branched on the op classes' rules, and how
-// many LP solves the branching was allowed (SynthOptions.BoundLPs).
-func (s Solver) BoundFromBranchedLP() (lps int, ok bool) {
-	v, _ := s.option(BoundOption)
-	if !strings.HasSuffix(v, BranchedSuffix) || !s.BoundFromLP() {
-		return 0, false
-	}
-	n, _ := s.option(BoundLPsOption)
-	lps, _ = strconv.Atoi(n)
-	return lps, true
-}
-
-// BoundFromLP reports whether the plan's bound is the transport
-// relaxation's (BoundOption), in either form, solved or stopped.
-func (s Solver) BoundFromLP() bool {
-	form, _ := s.lpBound()
-	return form != ""
-}
-
-// BoundFromStoppedLP reports whether the plan's bound is what the
-// transport LP's duals proved when the time limit stopped it: below the
-// LP's optimum, which a longer limit reaches.
-func (s Solver) BoundFromStoppedLP() bool {
-	_, stopped := s.lpBound()
-	return stopped
-}
-
-// BoundOverAnyOrder reports whether the plan's bound holds under every
-// issue order of the collectives (BoundByLPAnyOrder, BoundByWork);
-// otherwise it holds over list-ordered plans, which a searched order may
-// beat.
-func (s Solver) BoundOverAnyOrder() bool {
-	v, _ := s.option(BoundOption)
-	form, _ := s.lpBound()
-	return form == BoundByLPAnyOrder || v == BoundByWork
-}
-
-// BoundFromWork reports whether the plan's bound is the work LP's
-// (BoundByWork).
-func (s Solver) BoundFromWork() bool {
-	v, _ := s.option(BoundOption)
-	return v == BoundByWork
-}
-
-// TiedOption names, in Solver.Options, the ties the joint MILP's space
-// has, over which its bound and "optimal" hold (docs/planner.md, The
-// MILP): "36 op classes for 58 forward ops, 3 device groups for 8
-// devices". A plan that runs different rules in two tied layers, or
-// uneven shares on identical devices, is outside that space.
-const TiedOption = "tied"
-
-// Ties is what a plan records of the joint MILP's ties (TiedOption).
-type Ties struct {
-	// Recorded is the option's value, "" for a plan that records none.
-	Recorded string
-	// Layers: some op class holds several forward ops, which all run one
-	// rule. Devices: some device group holds several devices, which hold
-	// even shares. Both are set when Recorded cannot be read.
-	Layers, Devices bool
-}
-
-// Shrink reports whether the ties shrink the MILP's space, so that its
-// bound and "optimal" hold over tied plans only.
-func (t Ties) Shrink() bool { return t.Layers || t.Devices }
-
-// Tied is the joint MILP's ties (TiedOption).
-func (s Solver) Tied() Ties {
-	v, ok := s.option(TiedOption)
-	if !ok {
-		return Ties{}
-	}
-	var classes, ops, groups, devices int
-	if _, err := fmt.Sscanf(v, "%d op classes for %d forward ops, %d device groups for %d devices", &classes, &ops, &groups, &devices); err != nil {
-		return Ties{Recorded: v, Layers: true, Devices: true}
-	}
-	return Ties{Recorded: v, Layers: classes < ops, Devices: groups < devices}
-}
-
-// UntieOption names, in Solver.Options, SynthOptions.Untie (as
-// Untie.String): recorded only on plans solved with ties lifted.
-const UntieOption = "untie"
-
-// DevicesOption names, in Solver.Options, the device search that chose
-// the plan's devices (DeviceSearch: machines, types or kinds); absent on a
-// plan made on every device or on a list of them.
-const DevicesOption = "devices"
-
-// DeviceSearch is the device search that chose the plan's devices
-// (DevicesOption); "" when none ran.
-func (s Solver) DeviceSearch() string {
-	v, _ := s.option(DevicesOption)
-	return v
-}
-
-// SearchOption names, in Solver.Options, the joint MILP's search settings
-// (milp.Options.Search): "no cuts, no heuristics, no strong branching, no
-// presolve" for the default ten nodes.
-const SearchOption = "joint-milp-search"
-
-// Search is the joint MILP's search settings (SearchOption); "" for a
-// plan that does not record them.
-func (s Solver) Search() string {
-	v, _ := s.option(SearchOption)
-	return v
-}
-
-// JointOrder is how the search over programs, lengths and orders together
-// ended (JointOrderOption, SearchJointly); "" when it did not run.
-func (s Solver) JointOrder() string {
-	v, _ := s.option(JointOrderOption)
-	return v
-}
-
-func (s Solver) option(name string) (string, bool) {
-	for _, o := range s.Options {
-		if o.Name == name {
-			return o.Version, true
-		}
-	}
-	return "", false
 }
 
 // Inputs bundle what a plan is made from.
@@ -493,19 +296,23 @@ func LoadInputs(modelSpec string, opt models.Options, clusterSpec string) (*Inpu
 }
 
 // GraphHash is the SHA-256 of a forward graph's JSON.
-func GraphHash(g *ir.Graph) string {
+func GraphHash(g *ir.Graph) (string, error) {
 	var buf bytes.Buffer
 	if err := ir.EncodeJSON(&buf, g); err != nil {
-		return ""
+		return "", fmt.Errorf("hashing graph %s: %w", g.Name, err)
 	}
 	h := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(h[:])
+	return hex.EncodeToString(h[:]), nil
 }
 
-func clusterHash(c *cluster.Cluster) string {
-	b, _ := json.Marshal(c)
+// clusterHash is the SHA-256 of a cluster's JSON form.
+func clusterHash(c *cluster.Cluster) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("hashing cluster %s: %w", c.Name, err)
+	}
 	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return hex.EncodeToString(h[:]), nil
 }
 
 // Build makes the plan document for program p, simulating it for its cost.
@@ -528,11 +335,19 @@ func buildDoc(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Pla
 	if err := spmd.Check(g, p); err != nil {
 		return nil, err
 	}
+	modelSum, err := GraphHash(g)
+	if err != nil {
+		return nil, err
+	}
+	clusterSum, err := clusterHash(in.whole())
+	if err != nil {
+		return nil, err
+	}
 	pl := &Plan{
 		Schema: Schema,
 		Model: ModelRef{Spec: in.ModelSpec, Name: g.Name, Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts,
-			Params: g.ParamCount(), Hash: GraphHash(g)},
-		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterHash(in.whole()), Use: in.Use},
+			Params: g.ParamCount(), Hash: modelSum},
+		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterSum, Use: in.Use},
 		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
 		Ratios:  p.Segments,
 		Mesh:    p.Mesh,
@@ -652,10 +467,17 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if h := GraphHash(in.Graph); h != pl.Model.Hash {
+	h, err := GraphHash(in.Graph)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != pl.Model.Hash {
 		return nil, nil, fmt.Errorf("model %s no longer matches the plan (graph hash %.12s, plan has %.12s)", pl.Model.Spec, h, pl.Model.Hash)
 	}
-	if h := clusterHash(in.Cluster); h != pl.Cluster.Hash {
+	if h, err = clusterHash(in.Cluster); err != nil {
+		return nil, nil, err
+	}
+	if h != pl.Cluster.Hash {
 		return nil, nil, fmt.Errorf("cluster %s no longer matches the plan (hash %.12s, plan has %.12s)", pl.Cluster.Spec, h, pl.Cluster.Hash)
 	}
 	if n := in.Cluster.NumDevices(); pl.Cluster.Devices != n {

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -260,11 +259,9 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		say("solved %d×%d MILP: %s in %.2fs (%s)", res.Rows, res.Vars, res.Status, res.Seconds, phases)
 		spent += res.Seconds
 		sol = solverRecord(res, nodes, limit, in.Optimizer.Kind, opt.MemoryFraction, fraction)
-		if opt.Untie.Any() {
-			// Only when asked for: a plan planned without it records
-			// nothing, so its bytes are as before.
-			sol.Options = append(sol.Options, Software{UntieOption, opt.Untie.String()})
-		}
+		// None lifted is recorded as nothing, so that a plan planned
+		// without --untie has the bytes it had before the option.
+		sol.Options.Untie = opt.Untie
 		if opt.WallTime {
 			sol.Seconds, sol.Phases = spent, phases
 		}
@@ -441,6 +438,7 @@ func tighterFraction(fraction float64, est *encode.Breakdown, devs []sim.DeviceS
 // left 0: the caller records wall time only when asked.
 func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer string, fraction, solvedAt float64) Solver {
 	padded, grouped := res.Encoding.FixedMethods()
+	search := JointSearchOf(&res.JointOptions)
 	sol := Solver{
 		Status: res.Status, Objective: res.Objective, Bound: res.Bound, Gap: res.Gap,
 		Model: fmt.Sprintf("milp %d rows × %d columns, %d op classes, %d collective methods fixed by dominance", res.Rows, res.Vars, len(res.Encoding.Classes), padded+grouped),
@@ -448,29 +446,21 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 		// and the toolchain. Z3 takes no part in synthesis
 		// (docs/planner.md, known limits).
 		Versions: []Software{{"hap", HapVersion()}, {"hap-encoding", "2"}, {"cbc", cbc.Version()}, {"go", runtime.Version()}},
-		Options:  []Software{{"node-limit", strconv.Itoa(nodes)}, {"time-limit", limit.String()}, {"threads", "1"}, {"optimizer", optimizer}, {MemoryFractionOption, strconv.FormatFloat(fraction, 'g', -1, 64)}, {SearchOption, res.Search}},
+		Options: SolverOptions{NodeLimit: &nodes, TimeLimit: &limit, Threads: 1, Optimizer: optimizer, MemoryFraction: fraction, Search: &search,
+			BoundLPs: res.BoundLPs},
 	}
-	boundBy := BoundByMILP
+	bound := BoundSource{By: BoundByMILP}
 	switch {
 	case res.BoundBy == solve.BoundWorkLP:
-		boundBy = BoundByWork
+		bound.By = BoundByWork
 	case res.AnyOrder:
-		boundBy = BoundByLPAnyOrder
+		bound.By = BoundByLPAnyOrder
 	case res.BoundBy == solve.BoundTransportLP || res.BoundBy == solve.BoundTransportLPStopped || res.BoundBy == solve.BoundTransportLPBranched:
-		boundBy = BoundByLP
+		bound.By = BoundByLP
 	}
-	switch res.BoundBy {
-	case solve.BoundTransportLPStopped:
-		boundBy += StoppedSuffix
-	case solve.BoundTransportLPBranched:
-		boundBy += BranchedSuffix
-	}
-	sol.Options = append(sol.Options, Software{BoundOption, boundBy})
-	if res.BoundLPs > 0 {
-		// Only when asked for: a plan planned without it records nothing,
-		// so its bytes are as before.
-		sol.Options = append(sol.Options, Software{BoundLPsOption, strconv.Itoa(res.BoundLPs)})
-	}
+	bound.Stopped = res.BoundBy == solve.BoundTransportLPStopped
+	bound.Branched = res.BoundBy == solve.BoundTransportLPBranched
+	sol.Options.Bound = bound
 	e := res.Encoding
 	forward := 0
 	for i := range e.G.Ops {
@@ -478,9 +468,9 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 			forward++
 		}
 	}
-	sol.Options = append(sol.Options, Software{TiedOption, fmt.Sprintf("%d op classes for %d forward ops, %d device groups for %d devices", len(e.Classes), forward, len(e.Groups), e.N)})
+	sol.Options.Ties = Ties{OpClasses: len(e.Classes), ForwardOps: forward, DeviceGroups: len(e.Groups), Devices: e.N}
 	if solvedAt != fraction {
-		sol.Options = append(sol.Options, Software{MemoryRetryOption, strconv.FormatFloat(solvedAt, 'g', 4, 64)})
+		sol.Options.RetriedFraction = RecordedFraction(solvedAt)
 	}
 	switch {
 	case res.SolverFailure != "":

@@ -122,7 +122,7 @@ func TestTimeLimitReturnsBoundAndGap(t *testing.T) {
 	if s.Status == "feasible" && !(s.Bound <= s.Objective && s.Gap > 0) {
 		t.Errorf("feasible plan without a bound below it: %+v", s)
 	}
-	if by, _ := s.option(BoundOption); !s.BoundFromLP() && by != BoundByMILP && by != BoundByWork {
+	if by := s.Options.Bound; !by.FromLP() && by.By != BoundByMILP && by.By != BoundByWork {
 		t.Errorf("the plan does not record where its bound comes from (%s = %q)", BoundOption, by)
 	}
 }
@@ -142,7 +142,7 @@ func TestSolverFailureReturnsThePolishedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := pl.Solver
-	if by, _ := s.option(BoundOption); s.StoppedBy != "solver failure" || s.Status != "feasible" || by != BoundByWork || !(s.Bound > 0 && s.Bound < s.Objective) || s.Gap != milp.Gap(s.Objective, s.Bound) {
+	if by := s.Options.Bound; s.StoppedBy != "solver failure" || s.Status != "feasible" || by != (BoundSource{By: BoundByWork}) || !(s.Bound > 0 && s.Bound < s.Objective) || s.Gap != milp.Gap(s.Objective, s.Bound) {
 		t.Fatalf("solver %+v, want a feasible plan stopped by the solver failure, with the work LP's bound and its gap", s)
 	}
 	if !fits(pl.Cost.PerDevice) || pl.Cost.StepSeconds <= 0 {
@@ -221,7 +221,7 @@ func TestANodeLimitAboveTheDefaultSearchesThoroughly(t *testing.T) {
 		if pl.Solver.Status != "optimal" || pl.Solver.Gap != 0 {
 			t.Fatalf("status %s, gap %g, stopped by %q: want proven optimal", pl.Solver.Status, pl.Solver.Gap, pl.Solver.StoppedBy)
 		}
-		if got, want := pl.Solver.Search(), "cuts, no heuristics, strong branching"; got != want {
+		if got, want := pl.Solver.Options.Search, (JointSearch{NoHeuristics: true}); got == nil || *got != want {
 			t.Fatalf("joint-milp-search %q, want %q", got, want)
 		}
 		b, _ := pl.Encode()
@@ -234,7 +234,7 @@ func TestANodeLimitAboveTheDefaultSearchesThoroughly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pl.Solver.Search(), "no cuts, no heuristics, no strong branching, no presolve"; got != want {
+	if got, want := pl.Solver.Options.Search, (JointSearch{NoCuts: true, NoHeuristics: true, NoStrongBranching: true, NoPresolve: true}); got == nil || *got != want {
 		t.Fatalf("default search %q, want %q", got, want)
 	}
 }
@@ -325,10 +325,9 @@ func TestPlanThatDoesNotFitIsSolvedAgain(t *testing.T) {
 	if pl.Solver.Chosen != "" {
 		t.Errorf("the plan is the start %s, not the plan solved again", pl.Solver.Chosen)
 	}
-	asked, _ := pl.Solver.MemoryFraction()
-	retried, ok := pl.Solver.RetriedFraction()
-	if asked != 1 || !ok || retried >= 1 || retried < minRetryFraction {
-		t.Errorf("memory fractions asked %g, retried %g (%v); want 1 and one in [%g, 1)", asked, retried, ok, minRetryFraction)
+	asked, retried := pl.Solver.Options.MemoryFraction, pl.Solver.Options.RetriedFraction
+	if asked != 1 || retried >= 1 || retried < minRetryFraction {
+		t.Errorf("memory fractions asked %g, retried %g; want 1 and one in [%g, 1)", asked, retried, minRetryFraction)
 	}
 }
 

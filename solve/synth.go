@@ -112,9 +112,9 @@ type Result struct {
 	// plan may then differ on a faster or slower machine).
 	StoppedBy   milp.Limit
 	TimeLimited bool
-	// Search is the joint MILP's search settings (milp.Options.Search),
-	// for the plan's record.
-	Search string
+	// JointOptions are the options the joint MILP was solved with, for
+	// the plan's record of its search settings (milp.Options.Search).
+	JointOptions milp.Options
 	// BoundBy says which relaxation proved Bound (bound.go); AnyOrder
 	// that it holds under every issue order of the collectives
 	// (Options.AnyOrderBound).
@@ -451,7 +451,7 @@ func Synthesize(ctx context.Context, g *ir.Graph, m *cost.Model, opt Options) (*
 	}
 	out := &Result{Program: p, Start: startProg, Encoding: e, Choice: ch, Estimate: br, Status: res.Status.String(),
 		Objective: objective, Bound: lower, Gap: gap, Vars: len(model.Cols), Rows: len(model.Rows),
-		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, Search: mo.Search(), BoundLPs: opt.BoundLPs}
+		StoppedBy: res.StoppedBy, TimeLimited: timed || res.StoppedBy == milp.LimitTime, SolverFailure: failure, JointOptions: mo, BoundLPs: opt.BoundLPs}
 	// done records the phases and the time once the LP has ended (the
 	// last to).
 	done := func() *Result {

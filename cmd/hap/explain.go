@@ -55,6 +55,26 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	if err != nil {
 		return err
 	}
+	// So are the collectives priced, for their table below.
+	var rows []tableRow
+	for i := range p.Instrs {
+		ins := &p.Instrs[i]
+		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
+			continue
+		}
+		t := &g.Tensors[ins.Tensor]
+		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
+		est, err := plan.EstimateCollective(m, g, p, i)
+		if err != nil {
+			return fmt.Errorf("pricing the plan's collectives: %w", err)
+		}
+		layouts := []string{ins.From.String() + "→" + ins.To.String()}
+		if p.Mesh != nil {
+			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
+		}
+		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(est.Seconds*1e3)+" ms", altText(est.Alternative, est.AltSeconds))
+		rows = append(rows, tableRow{name: t.Name, cells: cells})
+	}
 	// clusterDevice numbers the plan's device d as the cluster does.
 	clusterDevice := func(d int) int { return d }
 	if use := pl.Cluster.Use; use != nil {
@@ -81,12 +101,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 			fmt.Fprintf(w, "; the simulator found the start %s faster than the solver's plan", s.Chosen)
 		}
 		fmt.Fprintln(w)
-		if how := s.JointOrder(); how != "" {
+		if how := s.Options.JointOrder; how.Ended != "" {
 			// The bound was raised, and the status set, by the search over
 			// programs, lengths and orders together (--order-rounds).
-			fmt.Fprintf(w, "  programs, lengths and orders searched together (hap plan --order-rounds): %s%s\n", how, jointOrderNote(how))
+			fmt.Fprintf(w, "  programs, lengths and orders searched together (hap plan --order-rounds): %s%s\n", how, jointOrderNote(how.Ended))
 		}
-		if ties := s.Tied(); ties.Shrink() && !s.BoundFromWork() {
+		if ties := s.Options.Ties; ties.Shrink() && !s.Options.Bound.FromWork() {
 			// The bound is over the MILP's space, not every plan: a plan
 			// that runs tied layers differently could be faster. Not the
 			// work LP's: tied layers' ops, and identical devices, are
@@ -109,7 +129,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 			fmt.Fprintf(w, "  planned in %.2fs%s: %s\n", s.Seconds, of, s.Phases)
 		}
 	}
-	explainDeviceSets(w, pl)
+	if err := explainDeviceSets(w, pl); err != nil {
+		return err
+	}
 
 	devs := in.Cluster.Devices()
 	if m := p.Mesh; m != nil {
@@ -158,25 +180,11 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\n", d.Op, d.OpKind, d.Rule, d.In, d.Out)
 			}
 		}
-		tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("writing the explanation: %w", err)
+		}
 	}
 
-	var rows []tableRow
-	for i := range p.Instrs {
-		ins := &p.Instrs[i]
-		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
-			continue
-		}
-		t := &g.Tensors[ins.Tensor]
-		mb := float64(t.Shape.Numel()*t.DType.Size()) / 1e6
-		chosen, alt, altName := collectiveCosts(m, p, i, t)
-		layouts := []string{ins.From.String() + "→" + ins.To.String()}
-		if p.Mesh != nil {
-			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
-		}
-		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(chosen*1e3)+" ms", altText(altName, alt))
-		rows = append(rows, tableRow{name: t.Name, cells: cells})
-	}
 	merged := rows
 	if !eachLayer {
 		merged = mergeLayerRows(rows)
@@ -199,7 +207,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	for _, r := range merged {
 		fmt.Fprintf(tw, "  %s\t%s\n", r.name, strings.Join(r.cells, "\t"))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the explanation: %w", err)
+	}
 	explainOrder(w, pl, ordered, orderBound)
 
 	fmt.Fprintf(w, "\nPer device")
@@ -227,14 +237,18 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	for _, r := range devRows {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.Label(), r.Cells)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the explanation: %w", err)
+	}
 	res, err := plan.Simulate(in, p)
 	if err != nil {
 		return fmt.Errorf("simulating the plan: %w", err)
 	}
 	b := plan.FindBottleneck(g, res)
 	b.Device = clusterDevice(b.Device)
-	explainBottleneck(w, b)
+	if err := explainBottleneck(w, b); err != nil {
+		return err
+	}
 	explainMemoryBound(w, pl)
 	for _, d := range pl.Cost.PerDevice {
 		if d.PeakMemory > d.Capacity && d.Capacity > 0 {
@@ -286,14 +300,14 @@ func explainBaselines(w io.Writer, pl *plan.Plan, in *plan.Inputs, where string,
 
 // explainDeviceSets reports hap plan's device search: each set of the
 // cluster's devices weighed, and what became of it.
-func explainDeviceSets(w io.Writer, pl *plan.Plan) {
+func explainDeviceSets(w io.Writer, pl *plan.Plan) error {
 	sets := pl.Solver.DeviceSets
 	if len(sets) == 0 {
-		return
+		return nil
 	}
 	search := ""
-	if d := pl.Solver.DeviceSearch(); d != "" {
-		search = "--devices " + d + "; "
+	if d := pl.Solver.Options.Devices; d != "" {
+		search = "--devices " + string(d) + "; "
 	}
 	fmt.Fprintf(w, "\nDevices searched (%shap plan --devices all plans on every device alone):\n", search)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -311,7 +325,9 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", plan.DeviceList(s.Use), s.Summary, outcome, mark)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the device sets: %w", err)
+	}
 	fmt.Fprintf(w, "  (in the order searched, the likeliest first, by its best hand-written plan's step; a set is not searched once a plan found is no slower than one of its bounds)\n")
 	if slices.ContainsFunc(sets, func(s plan.DeviceSet) bool { return s.ComputeSeconds > 0 }) {
 		fmt.Fprintf(w, "  (compute: the busiest device's compute in that set's plan; the rest of its step is communication not hidden behind it, and waiting)\n")
@@ -332,6 +348,7 @@ func explainDeviceSets(w io.Writer, pl *plan.Plan) {
 			fmt.Fprintf(w, "  Over every set weighed, no plan steps in less than %s (the least of their bounds): this plan is within %s of all of them.\n", durationIn(bound, pl.Cost.StepSeconds), gapPercent(gap))
 		}
 	}
+	return nil
 }
 
 // deviceSetOutcome says what the device search found for set s.
@@ -361,99 +378,13 @@ func deviceSetOutcome(s plan.DeviceSet, step float64) string {
 	return s.Outcome
 }
 
-// collectiveCosts estimates communication instruction i of p and, for an
-// uneven all-gather or reduce-scatter, the rejected method. In a mesh
-// program the instruction runs on every group along its axis at once (as
-// siblings sharing the network); the estimate is the slowest group's.
-func collectiveCosts(m *cost.Model, p *spmd.Program, i int, t *ir.Tensor) (chosen, alt float64, altName string) {
-	in := &p.Instrs[i]
-	from, _ := p.FromTo(i)
-	groups := p.Groups(in.Axis)
-	sharing := 0
-	if len(groups) > 1 {
-		sharing = len(groups)
-	}
-	for _, group := range groups {
-		c, a, name := groupCosts(m, p, in, from, t, group, sharing)
-		if c > chosen {
-			chosen, alt, altName = c, a, name
-		}
-	}
-	return chosen, alt, altName
-}
-
-// groupCosts estimates one group's call of a collective.
-func groupCosts(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.Placement, t *ir.Tensor, group []int, sharing int) (chosen, alt float64, altName string) {
-	_, local := p.Piece(from, t.Shape, group[0])
-	elem := float64(t.DType.Size())
-	// per is the bytes of one element of dim along the rest of the local piece.
-	per := func(dim int) float64 {
-		n := 1.0
-		for d, v := range local {
-			if d != dim {
-				n *= float64(v)
-			}
-		}
-		return n * elem
-	}
-	call := func(kind cost.Collective, bytes []float64, method cost.Method) float64 {
-		c, _ := m.CollectiveTime(cost.Call{Kind: kind, Group: group, Bytes: bytes, Method: method, Sharing: sharing})
-		return c
-	}
-	bytes := make([]float64, len(group))
-	switch in.Collective {
-	case ir.OpAllGather, ir.OpReduceScatter:
-		l := in.From
-		kind := cost.AllGather
-		if in.Collective == ir.OpReduceScatter {
-			l, kind = in.To, cost.ReduceScatter
-		}
-		pieces, _ := p.AxisPieces(in.Axis, l, t.Shape, group[0])
-		even := true
-		for r, n := range pieces {
-			bytes[r] = float64(n) * per(l.Dim)
-			even = even && n == pieces[0]
-		}
-		if even && in.Method != spmd.MethodGrouped {
-			// Equal pieces run the even ring; grouping them was the
-			// rejected alternative.
-			return call(kind, bytes, cost.MethodEven), call(kind, bytes, cost.MethodGrouped), "grouped"
-		}
-		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
-		if in.Method == spmd.MethodGrouped {
-			return grp, pad, "padded"
-		}
-		return pad, grp, "grouped"
-	case ir.OpAllReduce:
-		for r := range bytes {
-			bytes[r] = float64(local.Numel()) * elem
-		}
-		return call(cost.AllReduce, bytes, ""), 0, ""
-	case ir.OpAllToAll:
-		pieces, _ := p.AxisPieces(in.Axis, in.From, t.Shape, group[0])
-		even := true
-		for r, n := range pieces {
-			bytes[r] = float64(n) * per(in.From.Dim)
-			even = even && n == pieces[0]
-		}
-		// The rejected alternative: through Identity, an all-gather (the
-		// cheaper method when uneven) and a free slice.
-		ag := call(cost.AllGather, bytes, cost.MethodEven)
-		if !even {
-			ag = min(call(cost.AllGather, bytes, cost.MethodPadded), call(cost.AllGather, bytes, cost.MethodGrouped))
-		}
-		return call(cost.AllToAll, bytes, cost.MethodGrouped), ag, "all-gather+slice"
-	}
-	return 0, 0, ""
-}
-
 // bottleneckSources is how many of the bottleneck device's costliest ops
 // and tensors explain lists.
 const bottleneckSources = 5
 
 // explainBottleneck names the busiest device, the stream that keeps it
 // busy, and the ops and tensors that take its time.
-func explainBottleneck(w io.Writer, b plan.Bottleneck) {
+func explainBottleneck(w io.Writer, b plan.Bottleneck) error {
 	stream := "compute"
 	if b.Comm > b.Compute {
 		stream = "communication"
@@ -461,7 +392,7 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	fmt.Fprintf(w, "bottleneck: device %d (%s), busy %s of %s; %s-bound (compute %s, communication %s)\n",
 		b.Device, b.Type, durationIn(b.Busy, b.Step), duration(b.Step), stream, durationIn(b.Compute, b.Step), durationIn(b.Comm, b.Step))
 	if len(b.Sources) == 0 {
-		return
+		return nil
 	}
 	top := b.Sources[0]
 	what := sourceText(top)
@@ -477,7 +408,10 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) {
 	for _, s := range merged[:min(bottleneckSources, len(merged))] {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", s.text, figure(s.compute*perSecond), figure(s.comm*perSecond), s.instrs, 100*s.seconds()/b.Step)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the bottleneck: %w", err)
+	}
+	return nil
 }
 
 func sourceText(s plan.Source) string {
@@ -557,15 +491,15 @@ const (
 // per-device table shows only to a reader who compares idle time with
 // peak against capacity × the memory fraction.
 func explainMemoryBound(w io.Writer, pl *plan.Plan) {
-	fraction, ok := pl.Solver.MemoryFraction()
-	if !ok || pl.Cost.StepSeconds <= 0 {
+	fraction := pl.Solver.Options.MemoryFraction
+	if fraction <= 0 || pl.Cost.StepSeconds <= 0 {
 		return // a hand-written strategy: no planner chose its shares
 	}
 	// What would let the planner give them more: a higher fraction, unless
 	// it already had to lower the one asked for (the plan made under it
 	// did not fit when simulated).
 	advice := fmt.Sprintf("a higher --memory-fraction (%g here) lets the planner give them more", fraction)
-	if retried, ok := pl.Solver.RetriedFraction(); ok {
+	if retried := pl.Solver.Options.RetriedFraction; retried > 0 {
 		advice = fmt.Sprintf("the planner already lowered --memory-fraction %g to %g, since the plan made under it did not fit when simulated", fraction, retried)
 		fraction = retried
 	}
@@ -598,30 +532,34 @@ func explainMemoryBound(w io.Writer, pl *plan.Plan) {
 // to lift them (hap plan --untie).
 func tiesNote(t plan.Ties) string {
 	var what, untie []string
-	if t.Layers {
+	if t.LayersTied() {
 		what = append(what, "every layer of an op class runs the same rules")
 		untie = append(untie, "layers")
 	}
-	if t.Devices {
+	if t.DevicesTied() {
 		what = append(what, "a group's identical devices hold even shares")
 		untie = append(untie, "devices")
 	}
-	// The plan records "1 device groups" (Solver.Tied parses that form
-	// back); read out, one group is singular.
-	recorded := strings.Replace(t.Recorded, " 1 device groups ", " 1 device group ", 1)
-	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", recorded, strings.Join(what, ", and "), strings.Join(untie, ","))
+	// The plan records "1 device groups" (one form for every count); read
+	// out, one group is singular.
+	groups := "device groups"
+	if t.DeviceGroups == 1 {
+		groups = "device group"
+	}
+	counts := fmt.Sprintf("%d op classes for %d forward ops, %d %s for %d devices", t.OpClasses, t.ForwardOps, t.DeviceGroups, groups, t.Devices)
+	return fmt.Sprintf("the bound and gap are over tied plans (%s): %s (hap plan --untie %s lifts this)", counts, strings.Join(what, ", and "), strings.Join(untie, ","))
 }
 
 // boundBy names the relaxation that proved a plan's bound, and over what
 // it holds when that is more than list-ordered tied plans; empty for the
 // joint MILP's own.
 func boundBy(s plan.Solver) string {
-	switch {
-	case s.BoundFromWork():
+	switch b := s.Options.Bound; {
+	case b.FromWork():
 		return " by the work LP (the ideal compute time: every op split in the best proportions for these GPUs, communication free: it holds for every plan, tied or not, in every issue order)"
-	case s.BoundOverAnyOrder():
+	case b.OverAnyOrder():
 		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s) + ", over every plan in every issue order of its collectives"
-	case s.BoundFromLP():
+	case b.FromLP():
 		return " by the transport LP" + lpStoppedNote(s) + lpBranchedNote(s)
 	}
 	return ""
@@ -630,17 +568,16 @@ func boundBy(s plan.Solver) string {
 // lpBranchedNote says, of a bound the transport LP proved branched on the
 // op classes' rules, so, and with how many LPs.
 func lpBranchedNote(s plan.Solver) string {
-	lps, ok := s.BoundFromBranchedLP()
-	if !ok {
+	if !s.Options.Bound.FromBranchedLP() {
 		return ""
 	}
-	return fmt.Sprintf(" branched on the op classes' rules (up to %d more LPs, --bound-lps: the least open branch's value)", lps)
+	return fmt.Sprintf(" branched on the op classes' rules (up to %d more LPs, --bound-lps: the least open branch's value)", s.Options.BoundLPs)
 }
 
 // lpStoppedNote says, of a bound the transport LP's duals proved when the
 // time limit stopped it, that the finished LP would prove more.
 func lpStoppedNote(s plan.Solver) string {
-	if !s.BoundFromStoppedLP() {
+	if !s.Options.Bound.FromStoppedLP() {
 		return ""
 	}
 	return " (what its duals proved when the time limit stopped it; finished, the LP proves more: a longer --time-limit, or a node limit, gives it time)"
@@ -658,15 +595,15 @@ func boundCaveat(pl *plan.Plan) string {
 	if s.Bound <= 0 || pl.Cost.StepSeconds >= s.Bound*(1-boundRoundoff) {
 		return ""
 	}
-	if pl.CommOrder != nil && !s.BoundOverAnyOrder() {
+	if pl.CommOrder != nil && !s.Options.Bound.OverAnyOrder() {
 		// hap simulate --search-order on a plan made without it.
 		return " (a bound on plans that issue their collectives in list order, which this plan's searched order beats; hap plan --search-order bounds every order)"
 	}
-	fraction, ok := s.RetriedFraction()
-	if !ok {
-		fraction, ok = s.MemoryFraction()
+	fraction := s.Options.RetriedFraction
+	if fraction <= 0 {
+		fraction = s.Options.MemoryFraction
 	}
-	if ok {
+	if fraction > 0 {
 		for _, d := range pl.Cost.PerDevice {
 			if float64(d.PeakMemory) > fraction*float64(d.Capacity) {
 				return fmt.Sprintf(" (a bound on plans within %g of each device's memory; this one fills more of device %d)", fraction, d.Device)
@@ -698,11 +635,11 @@ const boundRoundoff = 1e-9
 //     no more than the work LP, or its solver failed; the plan does not
 //     say which).
 func stoppedNote(s plan.Solver) string {
-	if s.BoundFromLP() {
+	if s.Options.Bound.FromLP() {
 		return ""
 	}
 	switch {
-	case s.StoppedBy == "node limit" && strings.HasPrefix(s.Search(), "no cuts"):
+	case s.StoppedBy == "node limit" && s.Options.Search != nil && s.Options.Search.NoCuts:
 		return fmt.Sprintf(" (without cuts or strong branching; --node-limit above %d runs them for a tighter bound)", plan.DefaultNodeLimit)
 	case s.StoppedBy == "time limit":
 		return " (the transport LP, which bounds most plans far more tightly, gave no bound within the time limit: a longer --time-limit, or a node limit, gives it time)"
@@ -714,9 +651,8 @@ func stoppedNote(s plan.Solver) string {
 // because the simulator found the first plan did not fit, what happened;
 // empty otherwise.
 func retryNote(pl *plan.Plan) string {
-	asked, ok1 := pl.Solver.MemoryFraction()
-	retried, ok2 := pl.Solver.RetriedFraction()
-	if !ok1 || !ok2 {
+	asked, retried := pl.Solver.Options.MemoryFraction, pl.Solver.Options.RetriedFraction
+	if asked <= 0 || retried <= 0 {
 		return ""
 	}
 	return fmt.Sprintf("; solved again under memory fraction %g after the plan made under %g did not fit when simulated", retried, asked)
@@ -772,11 +708,11 @@ func explainOrder(w io.Writer, pl *plan.Plan, prog *devprog.Program, bound float
 
 // jointOrderNote says what the joint search over orders proved, from how
 // it ended (plan.SearchJointly's record).
-func jointOrderNote(how string) string {
-	switch {
-	case strings.HasSuffix(how, string(solve.OrderProven)):
+func jointOrderNote(ended solve.OrderEnd) string {
+	switch ended {
+	case solve.OrderProven:
 		return ": no plan in any issue order of its collectives is faster (within the order search's 1e-4)"
-	case strings.HasSuffix(how, string(solve.OrderNoProposal)):
+	case solve.OrderNoProposal:
 		return ": the any-order MILP's nodes found no other plan to try; a higher --node-limit searches further"
 	}
 	return ": the bound did not meet the plan; more --order-rounds search on"

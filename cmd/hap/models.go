@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -26,7 +27,10 @@ func runModels(e *env, args []string) error {
 	}
 	var rows []models.Summary
 	for _, n := range models.Names() {
-		cfg, _ := models.Lookup(n)
+		cfg, err := models.Lookup(n)
+		if err != nil {
+			return fmt.Errorf("zoo model %s: %w", n, err)
+		}
 		s, err := models.Summarize(cfg)
 		if err != nil {
 			return err
@@ -73,8 +77,7 @@ func runModelsExport(e *env, args []string) error {
 		return err
 	}
 	if err := ir.EncodeJSON(f, g); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -467,8 +468,7 @@ func runSimulate(e *env, args []string) error {
 			return err
 		}
 		if err := res.WriteTrace(f); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		if err := f.Close(); err != nil {
 			return err

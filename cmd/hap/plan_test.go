@@ -183,8 +183,8 @@ func TestPlanSearchesOrdersJointly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := pl.Solver.JointOrder()
-	if !strings.HasSuffix(ended, "optimal") || pl.Solver.Status != "optimal" || pl.Solver.Bound > pl.Cost.StepSeconds*(1+1e-4) {
+	ended := pl.Solver.Options.JointOrder
+	if ended.Ended != solve.OrderProven || pl.Solver.Status != "optimal" || pl.Solver.Bound > pl.Cost.StepSeconds*(1+1e-4) {
 		t.Errorf("the joint search over orders did not prove the plan: %q, status %s, bound %g, step %g", ended, pl.Solver.Status, pl.Solver.Bound, pl.Cost.StepSeconds)
 	}
 	code, out, errs = runCLI("explain", f)
@@ -508,7 +508,7 @@ func TestPlanSaysWhenAStrategyDoesNotFit(t *testing.T) {
 func TestExplainNamesMemoryBoundDevices(t *testing.T) {
 	const gb = 1e9
 	pl := &plan.Plan{
-		Solver: plan.Solver{Status: "feasible", Options: []plan.Software{{Name: "memory-fraction", Version: "0.9"}}},
+		Solver: plan.Solver{Status: "feasible", Options: plan.SolverOptions{MemoryFraction: 0.9}},
 		Cost: plan.Cost{StepSeconds: 2, PerDevice: []sim.DeviceStats{
 			{Device: 0, Type: "RTX-4090", Idle: 1.3, PeakMemory: 23.1 * gb, Capacity: 25.8 * gb},   // idle, at its limit
 			{Device: 1, Type: "RTX-4090", Idle: 1.3, PeakMemory: 12 * gb, Capacity: 25.8 * gb},     // idle with room: not memory-bound
@@ -533,7 +533,7 @@ func TestExplainNamesMemoryBoundDevices(t *testing.T) {
 func TestExplainSaysThePlanWasSolvedAgain(t *testing.T) {
 	const gb = 1e9
 	pl := &plan.Plan{
-		Solver: plan.Solver{Status: "feasible", Options: []plan.Software{{Name: plan.MemoryFractionOption, Version: "1"}, {Name: plan.MemoryRetryOption, Version: "0.95"}}},
+		Solver: plan.Solver{Status: "feasible", Options: plan.SolverOptions{MemoryFraction: 1, RetriedFraction: 0.95}},
 		Cost: plan.Cost{StepSeconds: 2, PerDevice: []sim.DeviceStats{
 			{Device: 0, Type: "V100", Idle: 0.6, PeakMemory: 16.9 * gb, Capacity: 17.2 * gb}, // 98% of the 0.95 asked again
 		}},
@@ -546,7 +546,7 @@ func TestExplainSaysThePlanWasSolvedAgain(t *testing.T) {
 	if got := retryNote(pl); !strings.Contains(got, "solved again under memory fraction 0.95 after the plan made under 1 did not fit") {
 		t.Errorf("retryNote = %q", got)
 	}
-	pl.Solver.Options = pl.Solver.Options[:1]
+	pl.Solver.Options.RetriedFraction = 0
 	if got := retryNote(pl); got != "" {
 		t.Errorf("a plan not solved again: retryNote = %q", got)
 	}
@@ -557,7 +557,7 @@ func TestExplainSaysThePlanWasSolvedAgain(t *testing.T) {
 func TestBoundCaveat(t *testing.T) {
 	const gb = 1e9
 	pl := &plan.Plan{
-		Solver: plan.Solver{Status: "feasible", Bound: 2.333, Chosen: "zero3", Options: []plan.Software{{Name: plan.MemoryFractionOption, Version: "0.9"}}},
+		Solver: plan.Solver{Status: "feasible", Bound: 2.333, Chosen: "zero3", Options: plan.SolverOptions{MemoryFraction: 0.9}},
 		Cost: plan.Cost{StepSeconds: 2.013, PerDevice: []sim.DeviceStats{
 			{Device: 0, PeakMemory: 14 * gb, Capacity: 17.2 * gb},
 			{Device: 1, PeakMemory: 15.7 * gb, Capacity: 17.2 * gb}, // 91%
@@ -581,32 +581,30 @@ func TestBoundCaveat(t *testing.T) {
 // that runs cuts, a time limit that stopped the transport LP at a longer
 // one; and only those searches.
 func TestStoppedNote(t *testing.T) {
-	opts := func(search, bound string) []plan.Software {
-		o := []plan.Software{{Name: plan.SearchOption, Version: search}}
-		if bound != "" {
-			o = append(o, plan.Software{Name: plan.BoundOption, Version: bound})
-		}
-		return o
+	opts := func(search plan.JointSearch, bound plan.BoundSource) plan.SolverOptions {
+		return plan.SolverOptions{Search: &search, Bound: bound}
 	}
-	const bare, thorough = "no cuts, no heuristics, no strong branching, no presolve", "cuts, heuristics, strong branching"
+	bare := plan.JointSearch{NoCuts: true, NoHeuristics: true, NoStrongBranching: true, NoPresolve: true}
+	thorough := plan.JointSearch{}
+	milp, lp, anyOrder, work := plan.BoundSource{By: plan.BoundByMILP}, plan.BoundSource{By: plan.BoundByLP}, plan.BoundSource{By: plan.BoundByLPAnyOrder}, plan.BoundSource{By: plan.BoundByWork}
 	for _, c := range []struct {
 		sol  plan.Solver
 		want string
 	}{
-		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, plan.BoundByMILP)}, "--node-limit above 10"},
-		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, plan.BoundByLP)}, ""},
-		{plan.Solver{StoppedBy: "node limit", Options: opts("cuts, no heuristics, strong branching", plan.BoundByMILP)}, ""},
-		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByMILP)}, "a longer --time-limit"},
-		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP)}, ""},
-		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLPAnyOrder)}, ""},
-		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByLP+plan.StoppedSuffix)}, ""},
-		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundByWork)}, "a longer --time-limit"},
+		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, milp)}, "--node-limit above 10"},
+		{plan.Solver{StoppedBy: "node limit", Options: opts(bare, lp)}, ""},
+		{plan.Solver{StoppedBy: "node limit", Options: opts(plan.JointSearch{NoHeuristics: true}, milp)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, milp)}, "a longer --time-limit"},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, lp)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, anyOrder)}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, plan.BoundSource{By: plan.BoundByLP, Stopped: true})}, ""},
+		{plan.Solver{StoppedBy: "time limit", Options: opts(thorough, work)}, "a longer --time-limit"},
 		{plan.Solver{StoppedBy: "node limit"}, ""}, // a plan from before the record
-		{plan.Solver{StoppedBy: "solver failure", Options: opts(thorough, plan.BoundByMILP)}, ""},
+		{plan.Solver{StoppedBy: "solver failure", Options: opts(thorough, milp)}, ""},
 	} {
 		got := stoppedNote(c.sol)
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
-			t.Errorf("%s, %q: stoppedNote = %q, want %q", c.sol.StoppedBy, c.sol.Options, got, c.want)
+			t.Errorf("%s, %v: stoppedNote = %q, want %q", c.sol.StoppedBy, c.sol.Options.Pairs(), got, c.want)
 		}
 	}
 }
@@ -616,23 +614,24 @@ func TestStoppedNote(t *testing.T) {
 // order, so no ties note follows it.
 func TestBoundBy(t *testing.T) {
 	for _, c := range []struct {
-		by, want string
+		by   plan.BoundSource
+		want string
 	}{
-		{plan.BoundByMILP, ""},
-		{"", ""}, // a plan from before the record
-		{plan.BoundByLP, " by the transport LP"},
-		{plan.BoundByLPAnyOrder, " by the transport LP, over every plan in every issue order"},
-		{plan.BoundByLP + plan.StoppedSuffix, " by the transport LP (what its duals proved when the time limit stopped it;"},
-		{plan.BoundByLPAnyOrder + plan.StoppedSuffix, " by the transport LP (what its duals proved when the time limit stopped it;"},
-		{"transport-lp-something", ""}, // not a form this build writes
-		{plan.BoundByWork, " by the work LP (the ideal compute time"},
+		{plan.BoundSource{By: plan.BoundByMILP}, ""},
+		{plan.BoundSource{}, ""}, // a plan from before the record
+		{plan.BoundSource{By: plan.BoundByLP}, " by the transport LP"},
+		{plan.BoundSource{By: plan.BoundByLPAnyOrder}, " by the transport LP, over every plan in every issue order"},
+		{plan.BoundSource{By: plan.BoundByLP, Stopped: true}, " by the transport LP (what its duals proved when the time limit stopped it;"},
+		{plan.BoundSource{By: plan.BoundByLPAnyOrder, Stopped: true}, " by the transport LP (what its duals proved when the time limit stopped it;"},
+		{plan.BoundSource{By: plan.BoundByLP, Branched: true}, " by the transport LP branched on the op classes' rules"},
+		{plan.BoundSource{By: plan.BoundByWork}, " by the work LP (the ideal compute time"},
 	} {
-		s := plan.Solver{Options: []plan.Software{{Name: plan.BoundOption, Version: c.by}}}
+		s := plan.Solver{Options: plan.SolverOptions{Bound: c.by}}
 		got := boundBy(s)
 		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
 			t.Errorf("bound %q: boundBy = %q, want %q", c.by, got, c.want)
 		}
-		if over := s.BoundOverAnyOrder(); over != (strings.HasPrefix(c.by, plan.BoundByLPAnyOrder) || c.by == plan.BoundByWork) {
+		if over := c.by.OverAnyOrder(); over != (c.by.By == plan.BoundByLPAnyOrder || c.by.By == plan.BoundByWork) {
 			t.Errorf("bound %q: over any order %v", c.by, over)
 		}
 	}
@@ -676,22 +675,14 @@ func TestPlanUntie(t *testing.T) {
 	if !(untied.Cost.StepSeconds < tied.Cost.StepSeconds*(1-0.05)) {
 		t.Errorf("untied step %.4g ms, tied %.4g ms: want untying layers at least 5%% faster", untied.Cost.StepSeconds*1e3, tied.Cost.StepSeconds*1e3)
 	}
-	if ties := tied.Solver.Tied(); !ties.Layers || !ties.Devices {
+	if ties := tied.Solver.Options.Ties; !ties.LayersTied() || !ties.DevicesTied() {
 		t.Errorf("tied plan records ties %+v", ties)
 	}
-	if ties := untied.Solver.Tied(); ties.Layers || !ties.Devices {
+	if ties := untied.Solver.Options.Ties; ties.LayersTied() || !ties.DevicesTied() {
 		t.Errorf("untied plan records ties %+v: want only the devices'", ties)
 	}
-	has := func(pl *plan.Plan) string {
-		for _, o := range pl.Solver.Options {
-			if o.Name == plan.UntieOption {
-				return o.Version
-			}
-		}
-		return ""
-	}
-	if has(tied) != "" || has(untied) != "layers" {
-		t.Errorf("untie options recorded: tied %q, untied %q; want none and \"layers\"", has(tied), has(untied))
+	if got, want := untied.Solver.Options.Untie, (plan.Untie{Layers: true}); tied.Solver.Options.Untie.Any() || got != want {
+		t.Errorf("untie options recorded: tied %q, untied %q; want none and %q", tied.Solver.Options.Untie, got, want)
 	}
 	code, out, errs := runCLI("explain", filepath.Join(dir, "plan2.json"))
 	if code != 0 || !strings.Contains(out, "a group's identical devices hold even shares (hap plan --untie devices lifts this)") || strings.Contains(out, "every layer of an op class") {
@@ -727,8 +718,9 @@ func TestPlanSearchOrderBoundsEveryOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := pl.Solver.BoundOverAnyOrder(); got != tc.anyOrder || !pl.Solver.BoundFromLP() || !(pl.Solver.Bound > 0) {
-			t.Errorf("%v: bound %g over any order %v, from the LP %v: want over any order %v", args, pl.Solver.Bound, got, pl.Solver.BoundFromLP(), tc.anyOrder)
+		by := pl.Solver.Options.Bound
+		if got := by.OverAnyOrder(); got != tc.anyOrder || !by.FromLP() || !(pl.Solver.Bound > 0) {
+			t.Errorf("%v: bound %g over any order %v, from the LP %v: want over any order %v", args, pl.Solver.Bound, got, by.FromLP(), tc.anyOrder)
 		}
 		code, out, errs := runCLI("explain", f)
 		if said := strings.Contains(out, "over every plan in every issue order"); code != 0 || said != tc.anyOrder {
@@ -736,12 +728,12 @@ func TestPlanSearchOrderBoundsEveryOrder(t *testing.T) {
 		}
 	}
 
-	pl := &plan.Plan{Solver: plan.Solver{Bound: 2, Options: []plan.Software{{Name: plan.BoundOption, Version: plan.BoundByLP}}},
+	pl := &plan.Plan{Solver: plan.Solver{Bound: 2, Options: plan.SolverOptions{Bound: plan.BoundSource{By: plan.BoundByLP}}},
 		Cost: plan.Cost{StepSeconds: 1.9}, CommOrder: &plan.OrderDoc{}}
 	if got := boundCaveat(pl); !strings.Contains(got, "list order, which this plan's searched order beats") {
 		t.Errorf("a searched order under a list-order bound: caveat %q", got)
 	}
-	pl.Solver.Options[0].Version = plan.BoundByLPAnyOrder
+	pl.Solver.Options.Bound.By = plan.BoundByLPAnyOrder
 	if got := boundCaveat(pl); strings.Contains(got, "list order") {
 		t.Errorf("an any-order bound: caveat %q", got)
 	}
@@ -798,11 +790,7 @@ func TestExplainCreditsTheWorkLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, o := range pl.Solver.Options {
-		if o.Name == plan.BoundOption {
-			pl.Solver.Options[i].Version = plan.BoundByWork
-		}
-	}
+	pl.Solver.Options.Bound = plan.BoundSource{By: plan.BoundByWork}
 	data, err := pl.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -834,25 +822,14 @@ func TestPlanBoundLPs(t *testing.T) {
 	}
 	plain := read()
 	branched := read("--bound-lps", "6")
-	by := func(pl *plan.Plan) (bound, lps string) {
-		for _, o := range pl.Solver.Options {
-			switch o.Name {
-			case plan.BoundOption:
-				bound = o.Version
-			case plan.BoundLPsOption:
-				lps = o.Version
-			}
-		}
-		return bound, lps
+	plainBy, plainLPs := plain.Solver.Options.Bound, plain.Solver.Options.BoundLPs
+	branchedBy, branchedLPs := branched.Solver.Options.Bound, branched.Solver.Options.BoundLPs
+	t.Logf("bound %.6g ms by %s; branched: %.6g ms by %s (%d LPs)", 1e3*plain.Solver.Bound, plainBy, 1e3*branched.Solver.Bound, branchedBy, branchedLPs)
+	if want := (plan.BoundSource{By: plan.BoundByLP}); plainBy != want || plainLPs != 0 {
+		t.Errorf("without --bound-lps: bound by %q, bound-lps %d: want %q and nothing recorded", plainBy, plainLPs, want)
 	}
-	plainBy, plainLPs := by(plain)
-	branchedBy, branchedLPs := by(branched)
-	t.Logf("bound %.6g ms by %s; branched: %.6g ms by %s (%s LPs)", 1e3*plain.Solver.Bound, plainBy, 1e3*branched.Solver.Bound, branchedBy, branchedLPs)
-	if plainBy != plan.BoundByLP || plainLPs != "" {
-		t.Errorf("without --bound-lps: bound by %q, bound-lps %q: want %q and nothing recorded", plainBy, plainLPs, plan.BoundByLP)
-	}
-	if branchedBy != plan.BoundByLP+plan.BranchedSuffix || branchedLPs != "6" {
-		t.Errorf("--bound-lps 6: bound by %q, bound-lps %q: want %q and 6", branchedBy, branchedLPs, plan.BoundByLP+plan.BranchedSuffix)
+	if want := (plan.BoundSource{By: plan.BoundByLP, Branched: true}); branchedBy != want || branchedLPs != 6 {
+		t.Errorf("--bound-lps 6: bound by %q, bound-lps %d: want %q and 6", branchedBy, branchedLPs, want)
 	}
 	// Branching never lowers the bound, beyond the LPs' roundoff (here the
 	// LP meets the plan within 6e-6, and a branch's optimum can end an ulp
@@ -917,7 +894,9 @@ func TestPlanSearchesDevices(t *testing.T) {
 	reordered.CommOrder = &plan.OrderDoc{Status: "improved"}
 	reordered.Cost.StepSeconds *= 0.5
 	var table strings.Builder
-	explainDeviceSets(&table, &reordered)
+	if err := explainDeviceSets(&table, &reordered); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
 		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
 	}
@@ -927,7 +906,9 @@ func TestPlanSearchesDevices(t *testing.T) {
 	loose.Solver.DeviceSets = slices.Clone(searched.Solver.DeviceSets)
 	loose.Solver.DeviceSets[0].Bound = loose.Solver.Objective / 2
 	var gapped strings.Builder
-	explainDeviceSets(&gapped, &loose)
+	if err := explainDeviceSets(&gapped, &loose); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.08") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
 		t.Errorf("the devices table does not bound the sets weighed:\n%s", gapped.String())
 	}
@@ -965,10 +946,14 @@ func TestPlanSearchesDevices(t *testing.T) {
 }
 
 // One device group reads in the singular, though the plan records the
-// plural form Solver.Tied parses.
+// plural form for every count; two, in the plural.
 func TestTiesNoteSaysOneGroup(t *testing.T) {
-	note := tiesNote(plan.Ties{Recorded: "41 op classes for 327 forward ops, 1 device groups for 4 devices", Layers: true})
+	note := tiesNote(plan.Ties{OpClasses: 41, ForwardOps: 327, DeviceGroups: 1, Devices: 4})
 	if !strings.Contains(note, "(41 op classes for 327 forward ops, 1 device group for 4 devices)") {
+		t.Errorf("ties note %q", note)
+	}
+	note = tiesNote(plan.Ties{OpClasses: 41, ForwardOps: 327, DeviceGroups: 2, Devices: 4})
+	if !strings.Contains(note, "(41 op classes for 327 forward ops, 2 device groups for 4 devices)") {
 		t.Errorf("ties note %q", note)
 	}
 }
@@ -985,8 +970,8 @@ func TestExplainSaysWithinWhatGapAPlanIsOptimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := pl.Solver; s.Status != "optimal" || !(s.Gap > 0 && s.Gap <= solve.OptimalGap) || !s.BoundFromLP() {
-		t.Fatalf("status %s, gap %g, bound from the LP %v: want optimal within %g by the transport LP", s.Status, s.Gap, s.BoundFromLP(), solve.OptimalGap)
+	if s := pl.Solver; s.Status != "optimal" || !(s.Gap > 0 && s.Gap <= solve.OptimalGap) || !s.Options.Bound.FromLP() {
+		t.Fatalf("status %s, gap %g, bound from the LP %v: want optimal within %g by the transport LP", s.Status, s.Gap, s.Options.Bound.FromLP(), solve.OptimalGap)
 	}
 	code, out, errs := runCLI("explain", f)
 	if code != 0 || !strings.Contains(out, "by the transport LP, gap ") || !strings.Contains(out, ": optimal within the 0.01% the planner takes as optimal") {

@@ -111,7 +111,11 @@ func (j *launchedJob) join(ctx context.Context, rt *cuda.Runtime, lib *nccl.NCCL
 // times.
 func (j *launchedJob) report(e *env, tr *executor.Training, header string) {
 	r := j.Rank()
-	host, _ := os.Hostname()
+	host, err := os.Hostname()
+	if err != nil {
+		// The report goes on: the host only labels the rank's line.
+		host = fmt.Sprintf("an unnamed host (%v)", err)
+	}
 	if r == 0 {
 		fmt.Fprintln(e.stdout, header)
 	}
