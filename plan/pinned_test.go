@@ -32,9 +32,11 @@ const allToAllGroupOver = 0.01
 // big M bounded by U instead of the group's ⌈U/size⌉ per device charged
 // all-to-alls the program does not make (bert-base-tiny's tp +53%), and
 // a grouped collective was charged a call per device of the group rather
-// than per non-empty piece.
+// than per non-empty piece. Each case is drawn with near-even lengths and
+// again with skewed ones (encodetest.Skewed: one group with every unit or
+// most, empty groups beside full ones), which reach the big Ms' and the
+// ⌈L/size⌉ columns' extremes that near-even lengths never do.
 func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 29))
 	cases := []struct {
 		model, cluster string
 		batch          int
@@ -45,33 +47,44 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 		{"vgg19-tiny", "modern-24", 4},
 		{"gpt2-tiny", "paper-16", 6},
 	}
-	for _, a2a := range []bool{false, true} {
-		for _, c := range cases {
-			_, e := zooEncoding(t, c.model, c.cluster, c.batch)
-			for trial, found := 0, 0; trial < 200 && found < 4; trial++ {
-				ch := encodetest.RandomChoice(rng, e)
-				if a2a {
-					ch.AllToAll = make([]bool, len(e.Tensors))
-					for ti := range ch.AllToAll {
-						ch.AllToAll[ti] = rng.IntN(2) == 0
+	modes := []struct {
+		lengths encodetest.Lengths
+		rng     *rand.Rand
+		choices int // per case: the skewed draws add to the near-even ones, in a few seconds more
+	}{
+		{encodetest.NearEven, rand.New(rand.NewPCG(11, 29)), 4},
+		{encodetest.Skewed, rand.New(rand.NewPCG(11, 30)), 2},
+	}
+	for _, mode := range modes {
+		rng := mode.rng
+		for _, a2a := range []bool{false, true} {
+			for _, c := range cases {
+				_, e := zooEncoding(t, c.model, c.cluster, c.batch)
+				for trial, found := 0, 0; trial < 200 && found < mode.choices; trial++ {
+					ch := encodetest.RandomChoiceWith(rng, e, mode.lengths)
+					if a2a {
+						ch.AllToAll = make([]bool, len(e.Tensors))
+						for ti := range ch.AllToAll {
+							ch.AllToAll[ti] = rng.IntN(2) == 0
+						}
 					}
-				}
-				e.SpreadInGroups(ch)
-				br, err := e.Evaluate(ch)
-				if err != nil {
-					continue
-				}
-				found++
-				res, got := encodetest.SolvePinned(t, e, ch)
-				if res.Status != milp.Optimal {
-					t.Fatalf("%s on %s, trial %d: the pinned MILP ended %s", c.model, c.cluster, trial, res.Status)
-				}
-				lo, hi := br.Seconds*(1-pinnedTolerance), br.Seconds*(1+pinnedTolerance)
-				if a2a {
-					hi = br.Seconds * (1 + allToAllGroupOver)
-				}
-				if got < lo || got > hi {
-					t.Errorf("a2a %v %s on %s (batch %d), trial %d: MILP %.7g s, Evaluate %.7g s (%+.3f%%)", a2a, c.model, c.cluster, c.batch, trial, got, br.Seconds, 100*(got/br.Seconds-1))
+					e.SpreadInGroups(ch)
+					br, err := e.Evaluate(ch)
+					if err != nil {
+						continue
+					}
+					found++
+					res, got := encodetest.SolvePinned(t, e, ch)
+					if res.Status != milp.Optimal {
+						t.Fatalf("%v lengths, %s on %s, trial %d: the pinned MILP ended %s", mode.lengths, c.model, c.cluster, trial, res.Status)
+					}
+					lo, hi := br.Seconds*(1-pinnedTolerance), br.Seconds*(1+pinnedTolerance)
+					if a2a {
+						hi = br.Seconds * (1 + allToAllGroupOver)
+					}
+					if got < lo || got > hi {
+						t.Errorf("%v lengths %v, a2a %v %s on %s (batch %d), trial %d: MILP %.7g s, Evaluate %.7g s (%+.3f%%)", mode.lengths, ch.Lengths, a2a, c.model, c.cluster, c.batch, trial, got, br.Seconds, 100*(got/br.Seconds-1))
+					}
 				}
 			}
 		}
@@ -92,9 +105,10 @@ const pinnedMemoryMargin = 1e-4
 // which would cut off plans that fit, nor below it, which would let the
 // solver pick plans that do not. Random choices of the tiny models make
 // every case of wholeTransient (gathers, partial sums, parameters read
-// whole) and device groups whose first device holds the most units.
+// whole) and device groups whose first device holds the most units. The
+// skewed draws (encodetest.Skewed) put a whole segment on one group, where
+// a device's peak is furthest from the even share's.
 func TestMILPStatesThePeakMemory(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 31))
 	cases := []struct {
 		model, cluster string
 		batch          int
@@ -104,31 +118,42 @@ func TestMILPStatesThePeakMemory(t *testing.T) {
 		{"vgg19-tiny", "paper-8", 4},
 		{"gpt2-tiny", "paper-16", 6},
 	}
-	for _, c := range cases {
-		_, e := zooEncoding(t, c.model, c.cluster, c.batch)
-		for trial, found := 0, 0; trial < 200 && found < 3; trial++ {
-			ch := encodetest.RandomChoice(rng, e)
-			e.SpreadInGroups(ch)
-			br, err := e.Evaluate(ch)
-			if err != nil {
-				continue
-			}
-			found++
-			peak := slices.Max(br.Memory)
-			for _, over := range []bool{true, false} {
-				capacity := peak * (1 - pinnedMemoryMargin)
-				if over {
-					capacity = peak * (1 + pinnedMemoryMargin)
+	modes := []struct {
+		lengths encodetest.Lengths
+		rng     *rand.Rand
+		choices int // per case
+	}{
+		{encodetest.NearEven, rand.New(rand.NewPCG(7, 31)), 3},
+		{encodetest.Skewed, rand.New(rand.NewPCG(7, 32)), 2},
+	}
+	for _, mode := range modes {
+		rng := mode.rng
+		for _, c := range cases {
+			_, e := zooEncoding(t, c.model, c.cluster, c.batch)
+			for trial, found := 0, 0; trial < 200 && found < mode.choices; trial++ {
+				ch := encodetest.RandomChoiceWith(rng, e, mode.lengths)
+				e.SpreadInGroups(ch)
+				br, err := e.Evaluate(ch)
+				if err != nil {
+					continue
 				}
-				for d := range e.Capacity {
-					e.Capacity[d] = capacity
-				}
-				if !e.MemoryMayBind() {
-					t.Fatalf("%s on %s: capacity %g leaves out the memory rows", c.model, c.cluster, capacity)
-				}
-				res, _ := encodetest.SolvePinned(t, e, ch)
-				if fits := res.Status == milp.Optimal; fits != over {
-					t.Errorf("%s on %s (batch %d), trial %d: capacity %.6g B against Evaluate's peak %.6g B: the pinned MILP ended %s", c.model, c.cluster, c.batch, trial, capacity, peak, res.Status)
+				found++
+				peak := slices.Max(br.Memory)
+				for _, over := range []bool{true, false} {
+					capacity := peak * (1 - pinnedMemoryMargin)
+					if over {
+						capacity = peak * (1 + pinnedMemoryMargin)
+					}
+					for d := range e.Capacity {
+						e.Capacity[d] = capacity
+					}
+					if !e.MemoryMayBind() {
+						t.Fatalf("%s on %s: capacity %g leaves out the memory rows", c.model, c.cluster, capacity)
+					}
+					res, _ := encodetest.SolvePinned(t, e, ch)
+					if fits := res.Status == milp.Optimal; fits != over {
+						t.Errorf("%v lengths %v, %s on %s (batch %d), trial %d: capacity %.6g B against Evaluate's peak %.6g B: the pinned MILP ended %s", mode.lengths, ch.Lengths, c.model, c.cluster, c.batch, trial, capacity, peak, res.Status)
+					}
 				}
 			}
 		}

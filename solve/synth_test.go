@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"hap/cluster/clustertest"
@@ -171,6 +172,121 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0 || tighter == 0 || pruned == 0) {
 		t.Errorf("the cases no longer exercise per-collective methods and per-segment ratios")
 	}
+}
+
+// The solver's plan is optimal over the plans it can express when
+// identical devices are grouped (encode's default: a group's units spread
+// evenly over its devices, the remainder one each to its first devices),
+// as TestSynthesisMatchesExhaustiveEnumeration, which ungroups them, checks
+// without groups: on random small cases of two to four devices with at
+// least one group of two or more (devices of one type on a node, or on
+// both nodes), its cost equals the minimum the enumeration finds over the
+// choices whose lengths are so spread (Encoding.SpreadInGroups leaves them
+// as they are), and so does the transport MILP's (checkTransport). The
+// grouped optimum is never below the ungrouped one, the minimum over every
+// split.
+func TestSynthesisWithDeviceGroupsMatchesExhaustiveEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	cases := 40
+	if testing.Short() {
+		cases = 8
+	}
+	// Coverage: cases with a group of several devices, optima that give
+	// such a group units (spread, and with a remainder), and cases where
+	// grouping costs something (the best split spreads a group unevenly).
+	var grouped, holding, remainder, dearer int
+	for i := 0; i < cases; i++ {
+		g := smallGraph(rng)
+		n := 2 + rng.IntN(3)
+		m := smallCluster(t, rng, n)
+		batch := g.Tensors[0].Shape[0]
+		segs := []spmd.Segment{{Name: "batch", Units: batch}}
+		if w := g.Tensors[g.TensorsOfKind(ir.Param)[0]].Shape[1]; w != batch && n <= 3 {
+			segs = append(segs, spmd.Segment{Name: "width", Units: w})
+		}
+		noA2A := i%2 == 0 // as the ungrouped test, so that both methods still win
+		full, err := encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: ir.SGD(0.1), NoAllToAll: noA2A, NoPrune: true})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if len(full.Groups) == n {
+			continue // every device its own group: the ungrouped test's case
+		}
+		grouped++
+		res, err := Synthesize(context.Background(), g, m, Options{Optimizer: ir.SGD(0.1), Segments: segs, NoAllToAll: noA2A})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if len(res.Encoding.Groups) != len(full.Groups) {
+			t.Fatalf("case %d: the solver's encoding has %d device groups, the oracle's %d", i, len(res.Encoding.Groups), len(full.Groups))
+		}
+		want, wantCh, every := enumerateSpread(t, full)
+		got := res.Estimate.Seconds
+		if math.Abs(got-want) > exactTolerance*math.Max(want, 1e-9) {
+			t.Errorf("case %d (%d devices in groups %v, %d ops, segs %v): solver %.9g (MILP objective %.9g), enumeration over spread lengths %.9g (solver %+v, best %+v)", i, n, full.Groups, len(g.Ops), segs, got, res.Objective, want, res.Choice, wantCh)
+		}
+		if res.Status != "optimal" {
+			t.Errorf("case %d: status %s", i, res.Status)
+		}
+		if want < every*(1-exactTolerance) {
+			t.Errorf("case %d: the best spread split costs %.9g s, below the best of every split, %.9g s", i, want, every)
+		}
+		if want > every*(1+exactTolerance) {
+			dearer++
+		}
+		checkTransport(t, i, res.Encoding, want)
+		for s := range segs {
+			for gi, devs := range full.Groups {
+				if len(devs) < 2 {
+					continue
+				}
+				total := full.GroupTotal(res.Choice.Lengths[s], gi)
+				if total > 0 {
+					holding++
+				}
+				if total%len(devs) != 0 {
+					remainder++
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d cases with a group of several devices; optima: %d segment cuts giving such a group units, %d with a remainder; cases where grouping costs time: %d", grouped, cases, holding, remainder, dearer)
+	if !testing.Short() && (grouped < cases/2 || holding == 0 || remainder == 0 || dearer == 0) {
+		t.Errorf("the cases no longer exercise device groups")
+	}
+}
+
+// enumerateSpread is enumerate over the choices of e whose lengths each
+// device group holds evenly, the remainder on its first devices (the
+// choices the MILP can express: SpreadInGroups leaves their lengths
+// unchanged), with the minimum over every choice beside it.
+func enumerateSpread(t testing.TB, e *encode.Encoding) (best float64, bestCh *encode.Choice, every float64) {
+	ev := e.NewEvaluator()
+	best, every = math.Inf(1), math.Inf(1)
+	spread := &encode.Choice{}
+	e.Enumerate(func(ch *encode.Choice) bool {
+		sec, err := ev.Seconds(ch)
+		if err != nil {
+			return true
+		}
+		every = math.Min(every, sec)
+		spread.Lengths = spread.Lengths[:0]
+		for _, ls := range ch.Lengths {
+			spread.Lengths = append(spread.Lengths, slices.Clone(ls))
+		}
+		e.SpreadInGroups(spread)
+		for s := range ch.Lengths {
+			if !slices.Equal(spread.Lengths[s], ch.Lengths[s]) {
+				return true
+			}
+		}
+		if sec < best-1e-15 {
+			best = sec
+			bestCh = ch.Clone()
+		}
+		return true
+	})
+	return best, bestCh, every
 }
 
 // proportional reports whether two length vectors split their totals in

@@ -14,11 +14,43 @@ import (
 	"hap/milp/cbc"
 )
 
+// Lengths says how a random choice's segment lengths are drawn.
+type Lengths int
+
+const (
+	// NearEven gives each unit to a device drawn uniformly: a multinomial
+	// split, whose lengths lie within a few units of U/N (zeros only
+	// where a segment has few units for its devices). It is
+	// RandomChoice's draw.
+	NearEven Lengths = iota
+	// Skewed draws each segment's lengths by SkewedLengths: one device
+	// with every unit or most of them, zeros, random compositions. Near-
+	// even lengths pad every piece of an uneven collective by a unit or
+	// two, so the padded and grouped methods cost about the same there;
+	// skewed ones are where the two differ most (a padded all-gather of
+	// one long piece and N−1 empty ones moves N long pieces).
+	Skewed
+)
+
+func (l Lengths) String() string {
+	if l == Skewed {
+		return "skewed"
+	}
+	return "near-even"
+}
+
 // RandomChoice draws every op class's rule, every leaf's layout, every
-// layout's method and every segment's lengths (uneven, some zero) at
-// random. The draws from rng are part of the contract: seeded tests
-// depend on them.
+// layout's method and every segment's lengths (uneven, some zero; near
+// even, NearEven) at random. The draws from rng are part of the contract:
+// seeded tests depend on them.
 func RandomChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
+	return RandomChoiceWith(rng, e, NearEven)
+}
+
+// RandomChoiceWith is RandomChoice with the segments' lengths drawn as
+// lengths says. With NearEven it makes RandomChoice's draws; with Skewed
+// the same draws up to the lengths, then SkewedLengths' for each segment.
+func RandomChoiceWith(rng *rand.Rand, e *encode.Encoding, lengths Lengths) *encode.Choice {
 	ch := &encode.Choice{Rule: make([]int, len(e.Classes)), Leaf: make([]int, len(e.Tensors)), Grouped: make([][]bool, len(e.Tensors))}
 	for ci := range e.Classes {
 		ch.Rule[ci] = rng.IntN(len(e.Classes[ci].Rules))
@@ -33,6 +65,10 @@ func RandomChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
 		}
 	}
 	for _, seg := range e.Segs {
+		if lengths == Skewed {
+			ch.Lengths = append(ch.Lengths, SkewedLengths(rng, seg.Units, e.N))
+			continue
+		}
 		ls := make([]int, e.N)
 		for u := 0; u < seg.Units; u++ {
 			ls[rng.IntN(e.N)]++
@@ -40,6 +76,63 @@ func RandomChoice(rng *rand.Rand, e *encode.Encoding) *encode.Choice {
 		ch.Lengths = append(ch.Lengths, ls)
 	}
 	return ch
+}
+
+// SkewedLengths splits units over n devices in one of four shapes, drawn
+// evenly: every unit on one device; most of them (at least three
+// quarters) on one device and the rest each on a device drawn uniformly;
+// a composition drawn uniformly among all splits into n non-negative
+// parts (stars and bars: long and empty pieces side by side); or a
+// uniform composition over two devices drawn uniformly (one, when the
+// draw repeats), the others empty. The device that holds the most is drawn uniformly, so it is not
+// always the first of its group. The draws from rng are part of the
+// contract: seeded tests depend on them.
+func SkewedLengths(rng *rand.Rand, units, n int) []int {
+	ls := make([]int, n)
+	switch rng.IntN(4) {
+	case 0: // one device holds everything
+		ls[rng.IntN(n)] = units
+	case 1: // one device holds most
+		big := rng.IntN(n)
+		rest := rng.IntN(units/4 + 1)
+		ls[big] = units - rest
+		for u := 0; u < rest; u++ {
+			ls[rng.IntN(n)]++
+		}
+	case 2: // a uniform composition of units into n parts
+		composeInto(rng, units, ls)
+	case 3: // a uniform composition over two devices (one when n is 1)
+		a, b := rng.IntN(n), rng.IntN(n)
+		pair := make([]int, 2)
+		composeInto(rng, units, pair)
+		ls[a] += pair[0]
+		ls[b] += pair[1]
+	}
+	return ls
+}
+
+// composeInto fills parts with a composition of units drawn uniformly
+// among the C(units+k−1, k−1) splits into k = len(parts) non-negative
+// parts: k−1 bars placed among units+k−1 slots without repetition, each
+// part the stars between two bars.
+func composeInto(rng *rand.Rand, units int, parts []int) {
+	k := len(parts)
+	slots := units + k - 1
+	// bars, increasing: a uniform (k−1)-subset of the slots, by
+	// selection sampling (each slot kept with probability need/left).
+	bars := make([]int, 0, k-1)
+	for s, need := 0, k-1; s < slots && need > 0; s++ {
+		if rng.IntN(slots-s) < need {
+			bars = append(bars, s)
+			need--
+		}
+	}
+	prev := -1
+	for i, b := range bars {
+		parts[i] = b - prev - 1
+		prev = b
+	}
+	parts[k-1] = slots - prev - 1
 }
 
 // SolvePinned solves e's joint MILP with every decision pinned to ch (one
