@@ -14,6 +14,15 @@
 // An Encoding is read-only once built, so pricing may run on several
 // goroutines (one Evaluator each).
 //
+// The MILP is built as a declared list of row families (builder.go:
+// milpFamilies, and tensorFamilies run per tensor class), each in a file of
+// its own (family_*.go, and timeline.go, memory.go, transport.go,
+// gradsum.go, roofline.go for the larger ones) with what it adds, what it
+// needs built before it and why the model has it. The list's order is the
+// model's column and row order, pinned bit for bit by TestMILPIsWhatItWas;
+// TestEveryMILPFamilyPricesAsEvaluate checks each family on a case it
+// exercises.
+//
 // A collective whose one method never costs more than the other, whatever
 // the lengths, has it fixed when the encoding is built (prune.go): no
 // search chooses it, and the MILP's starts and pins set it.

@@ -346,3 +346,14 @@ func (e *Encoding) sumTreeRows(ti int, v *MILPVars, produced map[spmd.Layout]boo
 		}
 	}
 }
+
+// sumTree adds the adds of a gradient accumulated over several readers
+// (gradsum.go).
+func (b *milpBuilder) sumTree(s *tensorScope) {
+	G := len(b.e.Groups)
+	b.sumB[s.ti] = make([]lin, G)
+	for g := range G {
+		b.sumB[s.ti][g] = lin{}
+	}
+	b.e.sumTreeRows(s.ti, b.v, s.produced, b.have, b.sumB[s.ti], b.col, b.row)
+}

@@ -640,8 +640,13 @@ type timelineScratch struct {
 // the timeline above (syncRows). Each per-instance expression gets a column
 // of its own (an equality row) so that the rows stay sparse. It returns the
 // synchronisation binaries, which a MIP start and Fix must set.
-func (e *Encoding) timelineRows(T int, fwdC, bwdC, wC [][]lin, commT, adjT, gradT, update []lin, padF, padB, sumB [][]lin, spreadComm, spreadAdj [][]int, collCols [][]int, bigM float64, f milpForm,
-	col func(name string, lo, hi float64, integer bool) int, row func(name string, lo, hi float64, l lin)) []syncVar {
+func (e *Encoding) timelineRows(b *milpBuilder) []syncVar {
+	T, bigM, f := b.v.T, b.bigM, b.f
+	fwdC, bwdC, wC := b.fwdC, b.bwdC, b.wC
+	commT, adjT, gradT, update := b.commT, b.adjT, b.gradT, b.update
+	padF, padB, sumB := b.padF, b.padB, b.sumB
+	spreadComm, spreadAdj, collCols := b.spreadComm, b.spreadAdj, b.collCols
+	col, row := b.col, b.row
 	inf := math.Inf(1)
 	defineFrom := func(lo float64, name string, l lin) int {
 		if len(l) == 0 {

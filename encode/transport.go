@@ -295,3 +295,11 @@ func (e *Encoding) BoundChoices(v *MILPVars, ch *Choice) [][]int {
 	}
 	return out
 }
+
+// transport adds the transport rows in the forms that ask for them
+// (transport.go); an integer tensor is read as it is made.
+func (b *milpBuilder) transport(s *tensorScope) {
+	if b.f.transport && !s.t.Integer {
+		b.e.transportRows(s.ti, b.have, b.v.x, s.produced, convs{made: s.convOf, allToAll: s.a2aConvOf}, b.col, b.row)
+	}
+}

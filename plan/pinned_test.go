@@ -9,18 +9,12 @@ import (
 	"hap/milp"
 )
 
-// pinnedTolerance is how far the MILP's objective with a whole choice
-// pinned may be from Evaluate's price of it, relative: the two state one
-// cost, so only CBC's tolerances (1e-9 primal, in tenths of a
-// microsecond) separate them.
-const pinnedTolerance = 1e-6
-
-// allToAllGroupOver is how far above Evaluate the MILP may price a choice
-// with all-to-alls: a device group's per-machine sums count each of its
-// devices on the machine at ⌈L/size⌉ units (docs/planner.md, known
-// limits), above the truth where the remainder leaves some with fewer.
-// Measured up to +0.49% (bert-moe-tiny on paper-29); never below.
-const allToAllGroupOver = 0.01
+// The pinned MILP's tolerances against Evaluate (encodetest).
+const (
+	pinnedTolerance    = encodetest.PinnedTolerance
+	allToAllGroupOver  = encodetest.AllToAllGroupOver
+	pinnedMemoryMargin = encodetest.PinnedMemoryMargin
+)
 
 // TestMILPPricesAPinnedChoiceAsEvaluate pins random choices (rules, leaf
 // layouts, methods, all-to-alls and lengths, spread evenly within each
@@ -90,12 +84,6 @@ func TestMILPPricesAPinnedChoiceAsEvaluate(t *testing.T) {
 		}
 	}
 }
-
-// pinnedMemoryMargin is how far from Evaluate's peak a capacity is put to
-// tell the pinned MILP's memory rows apart from it, relative: well above
-// CBC's primal tolerance (1e-9 in memory units of a megabyte, where the
-// tiny models' peaks are tens of kilobytes) and below any one tensor.
-const pinnedMemoryMargin = 1e-4
 
 // TestMILPStatesThePeakMemory pins random choices in the joint MILP with
 // every device's capacity just above the highest peak Evaluate gives the
