@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"hap/internal/fileio"
 )
 
 // FileError is a problem in a cluster (or profile) file: which file, which line (0 when unknown), which
@@ -48,13 +49,13 @@ func Load(nameOrPath string) (*Cluster, error) {
 	if c, ok := Builtin(nameOrPath); ok {
 		return c, nil
 	}
-	data, err := os.ReadFile(nameOrPath)
+	data, err := fileio.ReadFile(nameOrPath, fileio.MaxCluster, "cluster file")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("cluster %q: not a built-in cluster (built-ins: %s) and no such file",
 				nameOrPath, strings.Join(BuiltinNames(), ", "))
 		}
-		return nil, fmt.Errorf("reading cluster file: %w", err)
+		return nil, fmt.Errorf("cluster file %s: %w", nameOrPath, err)
 	}
 	return ParseCluster(data, nameOrPath)
 }

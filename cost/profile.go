@@ -2,13 +2,13 @@ package cost
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"hap/cluster"
+	"hap/internal/fileio"
 )
 
 // Profile is a measured profile (docs/profile-format.md): achieved FLOP/s or efficiency per device type
@@ -75,9 +75,9 @@ func (lp LinkProfile) apply(l link) link {
 
 // LoadProfile reads and parses a profile file.
 func LoadProfile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, fileio.MaxProfile, "profile")
 	if err != nil {
-		return nil, fmt.Errorf("reading profile: %w", err)
+		return nil, fmt.Errorf("profile %s: %w", path, err)
 	}
 	return ParseProfile(data, path)
 }

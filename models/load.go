@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"hap/internal/fileio"
 	"hap/ir"
 )
 
@@ -30,7 +31,7 @@ func Load(spec string, opt Options) (*ir.Graph, error) {
 		cfg.DType = opt.DType
 		return Build(cfg)
 	}
-	data, err := os.ReadFile(spec)
+	data, err := fileio.ReadFile(spec, fileio.MaxGraph, "model")
 	if err != nil {
 		if os.IsNotExist(err) && !strings.ContainsAny(spec, "/.") {
 			return nil, fmt.Errorf("unknown model %q: not a zoo model (%s) and no such file", spec, strings.Join(Names(), ", "))

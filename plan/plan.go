@@ -18,13 +18,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 
 	"hap/cluster"
 	"hap/cost"
 	"hap/devprog"
+	"hap/internal/fileio"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
@@ -54,6 +55,9 @@ type Plan struct {
 	CommOrder *OrderDoc `json:"comm_order,omitempty"`
 	Cost      Cost      `json:"cost"`
 	Solver    Solver    `json:"solver"`
+
+	// inputs says where the model and cluster are read from (paths.go).
+	inputs inputPaths
 }
 
 // ModelRef says which model the plan is for and how to rebuild it.
@@ -437,11 +441,16 @@ func (pl *Plan) Encode() ([]byte, error) {
 
 // Read loads a plan file.
 func Read(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, fileio.MaxPlan, "plan")
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", path, err)
+	}
+	pl, err := Parse(data, path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	pl.inputs.base = filepath.Dir(path)
+	return pl, nil
 }
 
 // Parse decodes a plan document; file names it in errors. Unknown fields
@@ -463,7 +472,8 @@ func Parse(data []byte, file string) (*Plan, error) {
 // Resolve rebuilds the model and cluster a plan names, checks they are
 // the ones it was made for, and turns its program back into IDs, checked.
 func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
-	in, err := LoadInputs(pl.Model.Spec, models.Options{Batch: pl.Model.Batch, Experts: pl.Model.Experts}, pl.Cluster.Spec)
+	modelPath, clusterPath := pl.modelPath(), pl.clusterPath()
+	in, err := LoadInputs(modelPath, models.Options{Batch: pl.Model.Batch, Experts: pl.Model.Experts}, clusterPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -472,13 +482,13 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 		return nil, nil, err
 	}
 	if h != pl.Model.Hash {
-		return nil, nil, fmt.Errorf("model %s no longer matches the plan (graph hash %.12s, plan has %.12s)", pl.Model.Spec, h, pl.Model.Hash)
+		return nil, nil, fmt.Errorf("%s no longer matches the plan (graph hash %.12s, plan has %.12s)", pl.describeModel(modelPath), h, pl.Model.Hash)
 	}
 	if h, err = clusterHash(in.Cluster); err != nil {
 		return nil, nil, err
 	}
 	if h != pl.Cluster.Hash {
-		return nil, nil, fmt.Errorf("cluster %s no longer matches the plan (hash %.12s, plan has %.12s)", pl.Cluster.Spec, h, pl.Cluster.Hash)
+		return nil, nil, fmt.Errorf("%s no longer matches the plan (hash %.12s, plan has %.12s)", pl.describeCluster(clusterPath), h, pl.Cluster.Hash)
 	}
 	if n := in.Cluster.NumDevices(); pl.Cluster.Devices != n {
 		return nil, nil, fmt.Errorf("plan says cluster %s has %d devices; it has %d", pl.Cluster.Spec, pl.Cluster.Devices, n)

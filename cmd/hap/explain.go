@@ -26,13 +26,15 @@ func runExplain(e *env, args []string) error {
 	ops := fs.Bool("ops", false, "list every op's rule and layouts")
 	eachLayer := fs.Bool("each-layer", false, "list every collective on its own row, not one row for identical layers'")
 	eachDevice := fs.Bool("each-device", false, "list every device on its own row, not one row for consecutive devices whose figures are the same")
+	var inputs inputFlags
+	inputs.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErr("want one plan file")
 	}
-	pl, err := plan.Read(fs.Arg(0))
+	pl, err := readPlan(fs.Arg(0), inputs)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"text/tabwriter"
 
+	"hap/internal/fileio"
 	"hap/ir"
 	"hap/models"
 	"hap/sim"
@@ -72,14 +72,7 @@ func runModelsExport(e *env, args []string) error {
 	if *out == "-" {
 		return ir.EncodeJSON(e.stdout, g)
 	}
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := ir.EncodeJSON(f, g); err != nil {
-		return errors.Join(err, f.Close())
-	}
-	if err := f.Close(); err != nil {
+	if err := fileio.Write(*out, func(w io.Writer) error { return ir.EncodeJSON(w, g) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "wrote %s (%d ops, %s params)\n", *out, len(g.Ops), humanCount(g.ParamCount()))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"hap/cluster"
 	"hap/encode"
 	"hap/executor"
+	"hap/internal/fileio"
 	"hap/ir"
 	"hap/models"
 	"hap/order"
@@ -174,6 +174,9 @@ func runPlan(e *env, args []string) error {
 	if *rounds != 0 && m.timeLimit > 0 {
 		return usageErr("--order-rounds is bounded by its rounds and nodes, not by the clock: use it without --time-limit")
 	}
+	if err := fileio.CheckOutput("-o", *out, fileio.Input{Flag: "--model", Path: m.model}, fileio.Input{Flag: "--cluster", Path: m.cluster}); err != nil {
+		return usageErr("%v", err)
+	}
 	// The order searched, the bound must hold for the pair: every plan
 	// under every order.
 	m.anyOrderBound = o.search
@@ -245,7 +248,7 @@ func runPlan(e *env, args []string) error {
 		return err
 	}
 	if *out != "" {
-		if err := os.WriteFile(*out, data, 0o644); err != nil {
+		if err := pl.WriteFile(*out); err != nil {
 			return err
 		}
 	}
@@ -282,14 +285,35 @@ func runPlan(e *env, args []string) error {
 
 // loadPlanOrBuild reads PLAN from the first argument, or builds one from
 // the model flags.
+// With a plan file, --model and --cluster stand in for the inputs it
+// records (plan.Plan.UseInputs).
 func loadPlanOrBuild(fsArgs []string, m *modelFlags) (*plan.Plan, error) {
 	switch {
-	case len(fsArgs) == 1 && m.model == "":
-		return plan.Read(fsArgs[0])
+	case len(fsArgs) == 1 && m.strategy == "":
+		return readPlan(fsArgs[0], inputFlags{model: m.model, cluster: m.cluster})
 	case len(fsArgs) == 0:
 		return m.build()
 	}
-	return nil, usageErr("give either a plan file or --model/--cluster/--strategy")
+	return nil, usageErr("give either a plan file (with --model/--cluster to read its inputs from elsewhere) or --model/--cluster/--strategy")
+}
+
+// inputFlags are the --model and --cluster of a command that reads a
+// plan: where to read its inputs from, in place of the specs it records.
+type inputFlags struct{ model, cluster string }
+
+func (f *inputFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "read the plan's model from this zoo name or graph file instead of the one it records (its hash must match)")
+	fs.StringVar(&f.cluster, "cluster", "", "read the plan's cluster from this built-in name or file instead of the one it records (its hash must match)")
+}
+
+// readPlan reads the plan file at path, its inputs from f where given.
+func readPlan(path string, f inputFlags) (*plan.Plan, error) {
+	pl, err := plan.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	pl.UseInputs(f.model, f.cluster)
+	return pl, nil
 }
 
 func runVerify(e *env, args []string) error {
@@ -426,6 +450,8 @@ func runSimulate(e *env, args []string) error {
 	eachDevice := fs.Bool("each-device", false, "list every device on its own row (by default consecutive devices with the same figures share one)")
 	var o orderFlags
 	o.register(fs, "and simulate (and trace) the best order found")
+	var inputs inputFlags
+	inputs.register(fs)
 	out := fs.StringP("output", "o", "", "with --search-order: write the plan with the order found to FILE")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -439,7 +465,12 @@ func runSimulate(e *env, args []string) error {
 	if *out != "" && !o.search {
 		return usageErr("-o writes the plan with a searched order: it needs --search-order")
 	}
-	pl, err := plan.Read(fs.Arg(0))
+	for _, o := range []struct{ flag, path string }{{"-o", *out}, {"--trace", *trace}} {
+		if err := fileio.CheckOutput(o.flag, o.path, fileio.Input{Flag: "plan", Path: fs.Arg(0)}); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	pl, err := readPlan(fs.Arg(0), inputs)
 	if err != nil {
 		return err
 	}
@@ -463,14 +494,7 @@ func runSimulate(e *env, args []string) error {
 		return err
 	}
 	if *trace != "" {
-		f, err := os.Create(*trace)
-		if err != nil {
-			return err
-		}
-		if err := res.WriteTrace(f); err != nil {
-			return errors.Join(err, f.Close())
-		}
-		if err := f.Close(); err != nil {
+		if err := fileio.Write(*trace, res.WriteTrace); err != nil {
 			return err
 		}
 	}
@@ -507,13 +531,7 @@ func runSimulate(e *env, args []string) error {
 }
 
 // writePlan writes pl's document to path.
-func writePlan(pl *plan.Plan, path string) error {
-	data, err := pl.Encode()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
-}
+func writePlan(pl *plan.Plan, path string) error { return pl.WriteFile(path) }
 
 // orderReport is an order search's outcome in simulate --json.
 type orderReport struct {

@@ -13,10 +13,10 @@ import (
 	"hap/cost"
 	"hap/cuda"
 	"hap/executor"
+	"hap/internal/fileio"
 	"hap/ir"
 	"hap/models"
 	"hap/nccl"
-	"hap/plan"
 )
 
 func runRun(e *env, args []string) error {
@@ -29,6 +29,8 @@ func runRun(e *env, args []string) error {
 	tf32 := fs.Bool("tf32", false, "cuda: let float32 GEMMs use TF32 tensor cores (faster, ~10-bit mantissa)")
 	oneStream := fs.Bool("one-stream", false, "cuda: run each GPU's collectives on its compute stream instead of overlapping them with computation on a stream of their own")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var inputs inputFlags
+	inputs.register(fs)
 	if err := parse(fs, args, "nproc", "block"); err != nil {
 		return err
 	}
@@ -48,7 +50,7 @@ func runRun(e *env, args []string) error {
 	if *block != 0 && (*block < 32 || *block > 1024 || *block&(*block-1) != 0) {
 		return usageErr("--block must be a power of two in [32, 1024]")
 	}
-	pl, err := plan.Read(fs.Arg(0))
+	pl, err := readPlan(fs.Arg(0), inputs)
 	if err != nil {
 		return err
 	}
@@ -183,6 +185,9 @@ func runProfile(e *env, args []string) error {
 	if *repeat < 1 {
 		return usageErr("--repeat must be ≥ 1")
 	}
+	if err := fileio.CheckOutput("-o", *out, fileio.Input{Flag: "--model", Path: *model}); err != nil {
+		return usageErr("%v", err)
+	}
 	if *link != "" && *link != "nvlink" && *link != "pcie" {
 		return usageErr("--link must be nvlink or pcie")
 	}
@@ -209,7 +214,7 @@ func runProfile(e *env, args []string) error {
 	if res.NoCollective != "" {
 		comment += "\nno link measured: " + res.NoCollective
 	}
-	if err := os.WriteFile(*out, cost.FormatProfile(res.Profile, comment), 0o644); err != nil {
+	if err := fileio.WriteFile(*out, cost.FormatProfile(res.Profile, comment)); err != nil {
 		return err
 	}
 	// What the cost model will read back.
