@@ -19,8 +19,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"hap/cluster"
 	"hap/cost"
@@ -31,6 +33,7 @@ import (
 	"hap/models"
 	"hap/sim"
 	"hap/spmd"
+	"hap/strategy"
 )
 
 // Schema identifies the document version.
@@ -97,6 +100,18 @@ func (c ClusterRef) Used() int {
 type Options struct {
 	Strategy  string `json:"strategy"` // "hap" for the synthesizer
 	Optimizer string `json:"optimizer"`
+}
+
+// check refuses a strategy or optimizer hap does not know: an edited plan
+// must not run as something it does not say (an unknown optimizer as Adam).
+func (o Options) check() error {
+	if o.Strategy != "hap" && !slices.Contains(strategy.Names(), o.Strategy) {
+		return fmt.Errorf("plan options.strategy %q: not hap nor a hand-written strategy (%s)", o.Strategy, strings.Join(strategy.Names(), ", "))
+	}
+	if o.Optimizer != "adam" && o.Optimizer != "sgd" {
+		return fmt.Errorf("plan options.optimizer %q: want adam or sgd", o.Optimizer)
+	}
+	return nil
 }
 
 // LeafDoc is a fed tensor's layout (among ranks, in a mesh plan) and, in a
@@ -409,6 +424,25 @@ func Simulate(in *Inputs, p *spmd.Program) (*sim.Result, error) {
 	return sim.Run(prog, m)
 }
 
+// Recost re-simulates the plan's program (in and p from Resolve) and puts
+// the result in pl.Cost, so that what is printed is what the program
+// costs, never what a document says it costs. It returns the cost the
+// document recorded when that differs (edited, or written by a hap whose
+// cost model differs), and nil when it is the same.
+func (pl *Plan) Recost(in *Inputs, p *spmd.Program) (recorded *Cost, err error) {
+	res, err := Simulate(in, p)
+	if err != nil {
+		return nil, err
+	}
+	now := Cost{StepSeconds: res.StepSeconds, PerDevice: res.Devices}
+	if reflect.DeepEqual(now, pl.Cost) {
+		return nil, nil
+	}
+	old := pl.Cost
+	pl.Cost = now
+	return &old, nil
+}
+
 // Lower lowers p to the per-device program the simulator runs, with the
 // cluster's cost model to run it under.
 func Lower(in *Inputs, p *spmd.Program) (*devprog.Program, *cost.Model, error) {
@@ -497,6 +531,9 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 		if in, err = in.OnDevices(pl.Cluster.Use); err != nil {
 			return nil, nil, fmt.Errorf("plan cluster.use: %w", err)
 		}
+	}
+	if err := pl.Options.check(); err != nil {
+		return nil, nil, err
 	}
 	if pl.Options.Optimizer == "sgd" {
 		in.Optimizer = ir.SGD(1e-3)

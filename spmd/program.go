@@ -351,7 +351,7 @@ func Check(g *ir.Graph, p *Program) error {
 				return fail(fmt.Errorf("op %q runs twice", op.Name))
 			}
 			if !isRule(g, op, p.Segments, in.Rule) {
-				return fail(fmt.Errorf("%s → %s is not a sharding rule of %s", layoutSet(in.Rule.In), layoutSet(in.Rule.Out), op.Kind))
+				return fail(fmt.Errorf("rule %q, %s → %s, is not a sharding rule of %s", in.Rule.Name, layoutSet(in.Rule.In), layoutSet(in.Rule.Out), op.Kind))
 			}
 			if p.Mesh == nil && (in.Outer.Name != "" || in.Outer.In != nil || in.Outer.Out != nil) {
 				return fail(fmt.Errorf("a rule across replicas (%s) needs a mesh program", in.Outer.Name))
@@ -387,13 +387,15 @@ func Check(g *ir.Graph, p *Program) error {
 	return nil
 }
 
-// isRule reports whether r is one of op's rules under segs.
+// isRule reports whether r is one of op's rules under segs: its layouts
+// and its name, which a plan document records and reports print; a name
+// no rule has is an edited or corrupt program.
 func isRule(g *ir.Graph, op *ir.Op, segs []Segment, r Rule) bool {
 	if len(r.In) != len(op.Inputs) || len(r.Out) != len(op.Outputs) {
 		return false
 	}
 	for _, x := range Rules(g, op, segs) {
-		if x.Equal(r) {
+		if x.Equal(r) && x.Name == r.Name {
 			return true
 		}
 	}

@@ -42,6 +42,14 @@ func runExplain(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	recorded, err := pl.Recost(in, p)
+	if err != nil {
+		return err
+	}
+	if recorded != nil {
+		fmt.Fprintf(e.stderr, "hap explain: warning: %s records a step of %s and %d devices' figures; its program simulates to %s: the figures below are the simulation's (the plan was edited, or written by a hap whose cost model differs)\n",
+			fs.Arg(0), duration(recorded.StepSeconds), len(recorded.PerDevice), duration(pl.Cost.StepSeconds))
+	}
 	return explain(e.stdout, pl, in, p, *ops, *eachLayer, *eachDevice)
 }
 
