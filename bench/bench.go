@@ -4,7 +4,7 @@
 // hap-paper, the HAP paper's own algorithm in solve/paper), prices every
 // program with the same simulator, and writes Markdown tables and plots.
 //
-// bench imports plan, models, cluster, cost, encode, solve and strategy,
+// bench imports plan, models, cluster, cost, ir, spmd, sim, solve and strategy,
 // and gonum.org/v1/plot for figures. Nothing imports bench except cmd/hap:
 // it must not be imported by the planner's packages, so that measuring
 // can never change what is measured.

@@ -40,9 +40,8 @@ type Encoding struct {
 	Classes  []OpClass
 	Tensors  []TensorClass
 	Capacity []float64 // bytes per device
-	// Consts holds per-tensor-class collective coefficients.
-	model *cost.Model
-	opt   EncodeOptions
+	model    *cost.Model
+	opt      EncodeOptions
 	// classOf maps a forward op to its class; tclassOf a tensor to its.
 	classOf  []int
 	tclassOf []int

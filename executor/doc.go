@@ -15,7 +15,8 @@
 //     cuda's kernel/cuBLAS plans, collectives through package nccl on a
 //     communication stream that overlaps the compute stream (streams.go).
 //
-// executor imports ir, spmd (the program it runs), lower (to lower it),
-// devprog, cost, cluster, cpu, cuda and nccl; never encode, solve or plan; nothing imports
-// it but the command line and bench, and cuda and nccl never import it.
+// executor imports ir, spmd (the program it runs), lower (to lower it into
+// the devprog format), cost, cluster, cpu, cuda and nccl; never encode,
+// milp, solve or plan; nothing imports it but the command line (plan and
+// bench must not), and cuda and nccl never import it.
 package executor

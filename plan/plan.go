@@ -8,8 +8,10 @@
 // Same inputs give the same bytes: the document holds no timestamps, and
 // maps are avoided so key order is fixed.
 //
-// plan imports ir, models, cluster, cost, encode, lower, sim, order and
-// solve (the synthesizer's search); only cmd and bench import it.
+// plan imports ir, models, cluster, cost, spmd, strategy, encode, milp
+// and milp/cbc, lower, devprog, sim, order, solve, solve/paper and
+// solve/z3 — everything below the command but the runtimes (never
+// executor, cuda or nccl); only cmd and bench import it.
 package plan
 
 import (

@@ -7,7 +7,10 @@
 // explain's table uses too.
 //
 // The simulation is deterministic: the same program and model give byte-identical results and traces.
-// It models no contention between concurrent collectives and no kernel launch overheads.
+// Contention is modelled only where the program states it: sibling collectives of a mesh, run on
+// other groups at the same time (devprog.Collective.Sharing), divide each node's network egress as
+// the cost model prices them; other concurrent collectives do not slow each other, and kernels
+// have no launch overhead.
 //
 // sim imports devprog (the program format) and cost only; only the layers that judge programs
 // import it (plan, order, bench and the commands), never those that build them. It keeps no

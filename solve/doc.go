@@ -1,6 +1,4 @@
-// Package solve owns hap's solver side: thin cgo bindings to Z3 (solve/z3)
-// and to a MILP solver behind a small interface (milp, with the CBC
-// backend in milp/cbc), and the joint solve that turns an encoding
+// Package solve is hap's solver loop: the joint solve that turns an encoding
 // (package encode) into a plan's program: Synthesize, which runs the
 // joint MILP and a deterministic primal heuristic, Polish — LocalSearch
 // (rule and layout moves priced by Encoding.Evaluate, and when those
@@ -19,13 +17,17 @@
 // proves a set of devices no faster than a plan already found, with
 // ideal.go's IdealFor the cheaper screen before it);
 // solve/paper is the HAP paper's own algorithm
-// (bench's hap-paper, and a start here).
+// (bench's hap-paper, and a start here), and solve/z3 the cgo binding to
+// Z3 that the order search (package order) uses. The MILP model itself is
+// package milp, solver-neutral, with its CBC backend in milp/cbc.
 //
 //	graph + cluster ──encode.Encode──► Encoding ──Encoding.MILP──► milp.Model
 //	                                                                  │ CBC
 //	  Program ◄──Encoding.Decode── Choice ◄──tidyMethods── Choice ◄──Encoding.ChoiceFrom── solution
 //
-// solve imports encode, ir, cost and cluster; the binding subpackages
-// import nothing of hap (milp/cbc imports milp); solve/paper imports
-// encode, ir, cost, cluster and the MILP bindings, never solve itself.
+// solve imports encode, spmd, ir, cost, milp and milp/cbc, and never
+// lower, devprog or sim: it chooses programs, it does not lower or time
+// them (internal/layering holds it to that). solve/z3 imports nothing of
+// hap; solve/paper imports ir, spmd, cost, milp and milp/cbc, never
+// encode or solve itself.
 package solve

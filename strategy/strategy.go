@@ -22,7 +22,7 @@
 // Parameters are recognised by hap's zoo naming ("attn.q.w", "ffn.fc1.w",
 // "moe.w1"); in other graphs tp and ep fall back to data parallelism.
 //
-// strategy imports ir, encode and cluster.
+// strategy imports ir, spmd and cluster; never encode or milp.
 package strategy
 
 import (

@@ -8,11 +8,11 @@
 // global choice of padded or grouped uneven collectives, and one ratio
 // vector for every segment.
 //
-// It imports ir, encode (rules, layouts, programs), cost (the prices the
+// It imports ir, spmd (rules, layouts, programs), cost (the prices the
 // paper's profiler would measure: compute times and collective
 // bandwidths), and milp with its CBC backend for the LP — never
-// plan, bench or cmd, and not solve (the caller passes the candidate
-// segments).
+// encode, lower, sim, plan, bench or cmd, and not solve (the caller
+// passes the candidate segments).
 //
 // # The search (search.go)
 //
