@@ -81,6 +81,12 @@ type val struct {
 	what string
 }
 
+// note is one remark and the modules it applies to.
+type note struct {
+	msg     string
+	modules []string
+}
+
 type conv struct {
 	b      *ir.Builder
 	vals   map[string]*val
@@ -88,7 +94,7 @@ type conv struct {
 	inits  map[string]string // param placeholders' initialisers, by use
 	// clobbered names the values an in-place op overwrote, and by what.
 	clobbered map[string]string
-	notes     []string
+	notes     []*note
 	node      *Node // the node being translated
 	entries   map[string]Entry
 }
@@ -140,7 +146,7 @@ func Translate(d *Doc) (*Result, error) {
 	if len(g.Tensors[loss].Shape) != 0 {
 		return nil, fmt.Errorf("loss %q has shape %v; want a scalar summed over the samples", d.Loss, g.Tensors[loss].Shape)
 	}
-	return &Result{Graph: g, Notes: c.notes}, nil
+	return &Result{Graph: g, Notes: c.noteLines()}, nil
 }
 
 // entry finds n's table entry; an in-place overload ("aten.relu_.default")
@@ -278,12 +284,35 @@ func (c *conv) prescan(d *Doc) {
 	}
 }
 
+// note records a remark about the current node; the same remark in
+// several modules is one note.
 func (c *conv) note(format string, args ...any) {
 	where := "the top-level module"
 	if c.node != nil && c.node.Module != "" {
 		where = c.node.Module
 	}
-	c.notes = append(c.notes, fmt.Sprintf("%s: %s", where, fmt.Sprintf(format, args...)))
+	msg := fmt.Sprintf(format, args...)
+	for _, n := range c.notes {
+		if n.msg == msg {
+			if n.modules[len(n.modules)-1] != where {
+				n.modules = append(n.modules, where)
+			}
+			return
+		}
+	}
+	c.notes = append(c.notes, &note{msg: msg, modules: []string{where}})
+}
+
+func (c *conv) noteLines() []string {
+	var out []string
+	for _, n := range c.notes {
+		where := n.modules[0]
+		if k := len(n.modules) - 1; k > 0 {
+			where += fmt.Sprintf(" and %d more modules", k)
+		}
+		out = append(out, fmt.Sprintf("%s (in %s)", n.msg, where))
+	}
+	return out
 }
 
 // ---- values ----

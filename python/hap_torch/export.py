@@ -40,7 +40,8 @@ def _load_factory(spec):
     fn = getattr(mod, name, None)
     if not callable(fn):
         raise AttributeError(f"{path} has no callable {name!r}")
-    return fn, name
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return fn, stem if name == "model" else f"{stem}.{name}"
 
 
 def _fake_mode():
