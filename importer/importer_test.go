@@ -203,7 +203,7 @@ func TestImportRefusesWhatItCannotRepresent(t *testing.T) {
 	cases := []struct{ from, to, want string }{
 		{`"aten.nll_loss_forward.default","args":[{"t":"_log_softmax"},{"t":"y"},null,2`, `"aten.nll_loss_forward.default","args":[{"t":"_log_softmax"},{"t":"y"},null,1`, "reduction='sum'"},
 		{`"approximate":"none"`, `"approximate":"tanh"`, "exact"},
-		{`"dtype":"float32","shape":[16,32]}`, `"dtype":"bfloat16","shape":[16,32]}`, "bfloat16"},
+		{`"name":"x","kind":"input","dtype":"float32"`, `"name":"x","kind":"input","dtype":"bfloat16"`, "bfloat16"},
 	}
 	for _, c := range cases {
 		data := readFixture(t, "mlp.aten.json")
