@@ -30,7 +30,9 @@ func runImport(e *env, args []string) error {
 	start := time.Now()
 	var data []byte
 	var err error
+	step := "trace"
 	if strings.HasSuffix(spec, ".json") {
+		step = "read"
 		if data, err = os.ReadFile(spec); err != nil {
 			return err
 		}
@@ -74,8 +76,8 @@ func runImport(e *env, args []string) error {
 	if err := writeFileAtomic(*out, buf.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "hap import: %s: %d ops, %s parameters -> %s (trace %s, translate %s)\n",
-		g.Name, len(g.Ops), humanCount(g.ParamCount()), *out, traced.Round(time.Millisecond), (time.Since(start) - traced).Round(time.Millisecond))
+	fmt.Fprintf(e.stderr, "hap import: %s: %d ops, %s parameters -> %s (%s %s, translate %s)\n",
+		g.Name, len(g.Ops), humanCount(g.ParamCount()), *out, step, traced.Round(time.Millisecond), (time.Since(start) - traced).Round(time.Millisecond))
 	return nil
 }
 
