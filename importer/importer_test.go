@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "re-export the testdata traces with torc
 // make them (examples/torch).
 var fixtures = []struct{ file, factory string }{
 	{"mlp.aten.json", "mlp.py:model"},
-	{"vgg11_cifar.aten.json", "vgg_cifar.py:vgg_small"},
+	{"vgg11_cifar.aten.json", "vgg_cifar.py:model"},
 	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
 }
 
@@ -110,7 +110,7 @@ func TestImportVGG11(t *testing.T) {
 	if w := tensor(t, g, "features.0.weight"); !w.Shape.Equal(ir.Shape{64, 3, 3, 3}) {
 		t.Errorf("features.0.weight %v", w.Shape)
 	}
-	if x := tensor(t, g, "images"); !x.Shape.Equal(ir.Shape{2, 3, 32, 32}) {
+	if x := tensor(t, g, "images"); !x.Shape.Equal(ir.Shape{32, 3, 32, 32}) {
 		t.Errorf("images %v", x.Shape)
 	}
 	for i := range g.Ops {
