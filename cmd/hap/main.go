@@ -46,6 +46,7 @@ func usageErr(format string, args ...any) error {
 func commands() []command {
 	return []command{
 		{"models", "[--json] | models export NAME [--batch N] -o FILE", "list the model zoo, or export a model as graph JSON", runModels},
+		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH]", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},

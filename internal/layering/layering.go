@@ -56,6 +56,7 @@ func Packages() []Package {
 		{Path: "hap/launch", Layer: 0, Why: "multi-process job start-up"},
 		{Path: "hap/internal/golden", Layer: 0, Why: "golden-file test helper"},
 		{Path: "hap/internal/layering", Layer: 0, Why: "this declaration"},
+		{Path: "hap/python", Layer: 0, Why: "the embedded PyTorch exporter hap_torch"},
 
 		// 1: what prices, computes or solves, on the leaves.
 		{Path: "hap/cost", Layer: 1, Forbidden: []string{"hap/spmd", "hap/encode", "hap/devprog"}, Why: "the cost model: prices ir.Work and collectives on a cluster"},
@@ -63,6 +64,7 @@ func Packages() []Package {
 		{Path: "hap/cpu", Layer: 1, Why: "CPU reference kernels"},
 		{Path: "hap/cuda", Layer: 1, Why: "CUDA bindings and kernels"},
 		{Path: "hap/cluster/clustertest", Layer: 1, Why: "cluster test helpers"},
+		{Path: "hap/importer", Layer: 1, Forbidden: []string{"hap/spmd", "hap/cost"}, Why: "the PyTorch importer: raw ATen traces to ir graphs"},
 
 		// 2: the semantics and the formats.
 		{Path: "hap/spmd", Layer: 2, Forbidden: []string{"hap/cost", "hap/milp"}, Why: "SPMD semantics: what a distributed program means, not what it costs"},

@@ -1,0 +1,313 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"hap/ir"
+)
+
+var update = flag.Bool("update", false, "re-export the testdata traces with torch instead of comparing them")
+
+// fixtures are the traces under testdata and the example factories that
+// make them (examples/torch).
+var fixtures = []struct{ file, factory string }{
+	{"mlp.aten.json", "mlp.py:model"},
+	{"vgg11_cifar.aten.json", "vgg_cifar.py:model"},
+	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func importFixture(t *testing.T, name string) *Result {
+	t.Helper()
+	r, err := Import(readFixture(t, name))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := r.Graph.Check(); err != nil {
+		t.Fatalf("%s: imported graph does not check: %v", name, err)
+	}
+	// The graph survives hap's own format: what `hap import` writes, `hap
+	// plan` reads.
+	var buf bytes.Buffer
+	if err := ir.EncodeJSON(&buf, r.Graph); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ir.DecodeJSON(buf.Bytes()); err != nil {
+		t.Fatalf("%s: the imported graph does not read back: %v", name, err)
+	}
+	return r
+}
+
+func kinds(g *ir.Graph) map[ir.OpKind]int {
+	m := map[ir.OpKind]int{}
+	for i := range g.Ops {
+		m[g.Ops[i].Kind]++
+	}
+	return m
+}
+
+func tensor(t *testing.T, g *ir.Graph, name string) *ir.Tensor {
+	t.Helper()
+	id, ok := g.TensorByName(name)
+	if !ok {
+		t.Fatalf("no tensor %q", name)
+	}
+	return g.Tensor(id)
+}
+
+func TestImportMLP(t *testing.T) {
+	g := importFixture(t, "mlp.aten.json").Graph
+	want := map[ir.OpKind]int{ir.OpMatMul: 3, ir.OpBias: 3, ir.OpReLU: 1, ir.OpGELU: 1, ir.OpDropout: 1, ir.OpCrossEntropy: 1}
+	if got := kinds(g); !equalCounts(got, want) {
+		t.Errorf("ops %v, want %v", got, want)
+	}
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpMatMul && !op.Attrs.TransB {
+			t.Errorf("%s: a linear layer's matmul should read the [out, in] weight with trans_b", op.Name)
+		}
+		if op := &g.Ops[i]; op.Kind == ir.OpDropout && op.Attrs.Rate != 0.1 {
+			t.Errorf("%s: rate %v, want 0.1", op.Name, op.Attrs.Rate)
+		}
+	}
+	if w := tensor(t, g, "0.weight"); w.Kind != ir.Param || !w.Shape.Equal(ir.Shape{32, 16}) {
+		t.Errorf("0.weight is %s %v; want the state_dict's param [32 16]", w.Kind, w.Shape)
+	}
+	if y := tensor(t, g, "y"); y.Kind != ir.Label {
+		t.Errorf("y is %s; the cross-entropy target should be a label", y.Kind)
+	}
+	if x := tensor(t, g, "x"); x.Kind != ir.Input {
+		t.Errorf("x is %s; want input", x.Kind)
+	}
+	if p := g.ParamCount(); p != 16*32+32+32*32+32+32*4+4 {
+		t.Errorf("%d parameters", p)
+	}
+}
+
+func TestImportVGG11(t *testing.T) {
+	g := importFixture(t, "vgg11_cifar.aten.json").Graph
+	want := map[ir.OpKind]int{ir.OpConv2D: 8, ir.OpMaxPool2D: 5, ir.OpReLU: 10, ir.OpAdaptiveAvgPool2D: 1, ir.OpReshape: 1,
+		ir.OpMatMul: 3, ir.OpBias: 11, ir.OpDropout: 2, ir.OpCrossEntropy: 1}
+	if got := kinds(g); !equalCounts(got, want) {
+		t.Errorf("ops %v, want %v", got, want)
+	}
+	if w := tensor(t, g, "features.0.weight"); !w.Shape.Equal(ir.Shape{64, 3, 3, 3}) {
+		t.Errorf("features.0.weight %v", w.Shape)
+	}
+	if x := tensor(t, g, "images"); !x.Shape.Equal(ir.Shape{32, 3, 32, 32}) {
+		t.Errorf("images %v", x.Shape)
+	}
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpConv2D && (op.Attrs.Stride != 1 || op.Attrs.Pad != 1) {
+			t.Errorf("%s: stride %d pad %d, want 1 and 1", op.Name, op.Attrs.Stride, op.Attrs.Pad)
+		}
+	}
+}
+
+func TestImportTransformerEncoder(t *testing.T) {
+	r := importFixture(t, "transformer_encoder.aten.json")
+	g := r.Graph
+	got := kinds(g)
+	const layers = 3
+	for k, n := range map[ir.OpKind]int{ir.OpAttention: layers, ir.OpLayerNorm: 2 * layers, ir.OpMatMul: 4*layers + 1,
+		ir.OpDropout: 3 * layers, ir.OpEmbedding: 1, ir.OpCrossEntropy: 1, ir.OpReLU: layers} {
+		if got[k] != n {
+			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
+		}
+	}
+	// No pieces of attention left: its bmms, scale and softmax are one op.
+	for _, k := range []ir.OpKind{ir.OpSoftmax, ir.OpLogSoftmax, ir.OpMul, ir.OpFillLike, ir.OpNLLLoss} {
+		if got[k] != 0 {
+			t.Errorf("%d %s ops left: %v", got[k], k, got)
+		}
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Kind == ir.OpMatMul && len(g.Tensor(op.Inputs[1]).Shape) != 2 {
+			t.Errorf("%s: a batched matmul is left (attention's bmm?)", op.Name)
+		}
+		if op.Kind == ir.OpAttention && (op.Attrs.Scale < 0.3535 || op.Attrs.Scale > 0.3536 || op.Attrs.Causal) {
+			t.Errorf("%s: scale %v causal %v, want 1/√8 unmasked", op.Name, op.Attrs.Scale, op.Attrs.Causal)
+		}
+		if op.Kind == ir.OpAttention && !strings.HasPrefix(op.Name, "encoder.layers.") {
+			t.Errorf("attention op %q is not named after its module", op.Name)
+		}
+	}
+	if n := tensor(t, g, "encoder.layers.2.norm1.weight"); n.Kind != ir.Param || n.Init != ir.InitOnes {
+		t.Errorf("norm1.weight is %s init %q; want a param starting at ones", n.Kind, n.Init)
+	}
+	if n := tensor(t, g, "encoder.layers.2.norm1.bias"); n.Init != ir.InitZeros {
+		t.Errorf("norm1.bias init %q; want zeros", n.Init)
+	}
+	if ids := tensor(t, g, "ids"); ids.Kind != ir.Input || ids.DType != ir.Int64 {
+		t.Errorf("ids is %s %s; want int64 input", ids.Kind, ids.DType)
+	}
+	if l := tensor(t, g, "labels"); l.Kind != ir.Label {
+		t.Errorf("labels is %s", l.Kind)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "attention dropout 0.1 dropped") {
+		t.Errorf("notes %q; want one about the dropped attention dropout", r.Notes)
+	}
+}
+
+func equalCounts(a, b map[ir.OpKind]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, n := range a {
+		if b[k] != n {
+			return false
+		}
+	}
+	return true
+}
+
+// An op outside the table: one line naming the op, the module path and
+// docs/import.md.
+func TestImportUnknownOpIsOneLine(t *testing.T) {
+	data := bytes.Replace(readFixture(t, "transformer_encoder.aten.json"), []byte(`"aten.relu.default"`), []byte(`"aten.frobnicate.default"`), 1)
+	_, err := Import(data)
+	var u *UnsupportedError
+	if !errors.As(err, &u) {
+		t.Fatalf("err %v; want an *UnsupportedError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"aten.frobnicate.default", "module encoder.layers.0", "docs/import.md"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("%q is more than one line", msg)
+	}
+}
+
+// What hap cannot represent is refused at the node, with its module.
+func TestImportRefusesWhatItCannotRepresent(t *testing.T) {
+	cases := []struct{ from, to, want string }{
+		{`"aten.nll_loss_forward.default","args":[{"t":"_log_softmax"},{"t":"y"},null,2`, `"aten.nll_loss_forward.default","args":[{"t":"_log_softmax"},{"t":"y"},null,1`, "reduction='sum'"},
+		{`"approximate":"none"`, `"approximate":"tanh"`, "exact"},
+		{`"name":"x","kind":"input","dtype":"float32"`, `"name":"x","kind":"input","dtype":"bfloat16"`, "bfloat16"},
+	}
+	for _, c := range cases {
+		data := readFixture(t, "mlp.aten.json")
+		if !bytes.Contains(data, []byte(c.from)) {
+			t.Fatalf("fixture lacks %s", c.from)
+		}
+		_, err := Import(bytes.Replace(data, []byte(c.from), []byte(c.to), 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err %v; want one line with %q", c.to, err, c.want)
+		}
+	}
+}
+
+// docs/import.md's table is Table: every entry, with what it becomes, and
+// nothing else.
+func TestDocListsTheTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/import.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(aten\\.[^`]+)` \\| (.*) \\|$")
+	inDoc := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		inDoc[m[1]] = m[2]
+	}
+	prev := ""
+	for _, e := range Table() {
+		if e.Op <= prev {
+			t.Errorf("Table is not sorted: %s after %s", e.Op, prev)
+		}
+		prev = e.Op
+		got, ok := inDoc[e.Op]
+		switch {
+		case !ok:
+			t.Errorf("docs/import.md lacks the row: | `%s` | %s |", e.Op, e.Becomes)
+		case got != e.Becomes:
+			t.Errorf("docs/import.md says %s becomes %q; the table says %q", e.Op, got, e.Becomes)
+		}
+		delete(inDoc, e.Op)
+	}
+	for op := range inDoc {
+		t.Errorf("docs/import.md lists %s, which Table lacks", op)
+	}
+}
+
+// python finds an interpreter with torch and torchvision, or says why not.
+func python(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("HAP_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import torch, torchvision; print(torch.__version__)").CombinedOutput(); err != nil {
+		t.Skipf("skipping: %s has no torch and torchvision (set $HAP_PYTHON): %s", py, lastLine(string(out)))
+	}
+	return py
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
+
+// The fixtures are what the exporter writes today: re-export them with
+// torch and compare (go test -update rewrites them).
+func TestImportFixturesMatchTheExporter(t *testing.T) {
+	py := python(t)
+	dir := t.TempDir()
+	for _, f := range fixtures {
+		out := filepath.Join(dir, f.file)
+		cmd := exec.Command(py, "-m", "hap_torch", filepath.Join("..", "examples", "torch", f.factory), "-o", out)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "python"))
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("exporting %s: %v: %s", f.factory, err, msg)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *update {
+			if err := os.WriteFile(filepath.Join("testdata", f.file), got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want := readFixture(t, f.file)
+		gv, wv := torchOf(t, got), torchOf(t, want)
+		if gv != wv {
+			t.Logf("%s was traced by torch %s, this is torch %s: comparing anyway", f.file, wv, gv)
+		}
+		if !bytes.Equal(stripTorch(got), stripTorch(want)) {
+			t.Errorf("testdata/%s drifted from what %s exports now (run go test ./importer -run Fixtures -update to accept)", f.file, f.factory)
+		}
+	}
+}
+
+func torchOf(t *testing.T, data []byte) string {
+	var d struct{ Torch string }
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Torch
+}
+
+var torchField = regexp.MustCompile(`"torch":"[^"]*",`)
+
+func stripTorch(data []byte) []byte { return torchField.ReplaceAll(data, nil) }

@@ -1,0 +1,345 @@
+"""Trace (model, inputs, loss) with make_fx on fake tensors; write hap.aten JSON.
+
+Works on torch 1.13 and is written for 2.x: version-specific APIs are looked
+up defensively. The only job here is recording; every decision about what an
+ATen op means is made by hap's Go importer (importer/table.go).
+"""
+
+import contextlib
+import importlib.util
+import inspect
+import json
+import math
+import operator
+import os
+import sys
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+try:  # torch >= 1.13
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+except ImportError as e:  # pragma: no cover
+    raise ImportError("hap_torch needs torch >= 1.13 (FakeTensorMode)") from e
+
+FORMAT = "hap.aten"
+VERSION = 1
+
+
+def _load_factory(spec):
+    if ":" not in spec:
+        raise ValueError(f"{spec!r}: want FILE.py:FACTORY")
+    path, name = spec.rsplit(":", 1)
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    sys.path.insert(0, os.path.dirname(path))
+    mspec = importlib.util.spec_from_file_location("hap_user_model", path)
+    mod = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(mod)
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise AttributeError(f"{path} has no callable {name!r}")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return fn, stem if name == "model" else f"{stem}.{name}"
+
+
+def _fake_mode():
+    try:
+        return FakeTensorMode(allow_meta=True)
+    except TypeError:  # newer signatures
+        return FakeTensorMode()
+
+
+def export_factory(spec, path):
+    """Call FILE.py:FACTORY under FakeTensorMode (so no weights are allocated),
+    trace what it returns and write the raw JSON to path."""
+    fn, name = _load_factory(spec)
+    mode = _fake_mode()
+    with mode:
+        got = fn()
+    if not (isinstance(got, (tuple, list)) and len(got) == 3):
+        raise TypeError(f"{name}() must return (model, inputs, loss), got {type(got).__name__}")
+    model, inputs, loss = got
+    doc = trace(model, inputs, loss, name=name, mode=mode)
+    _write(doc, path)
+
+
+def export(model, inputs, loss, path, name=None):
+    """Trace loss(model, *inputs) and write hap.aten JSON to path. Real
+    parameters and inputs are replaced by fake copies for the trace."""
+    doc = trace(model, inputs, loss, name=name)
+    _write(doc, path)
+
+
+def _write(doc, path):
+    with open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"), allow_nan=False)
+        f.write("\n")
+
+
+def _dtype(dt):
+    return str(dt).replace("torch.", "")
+
+
+def _spec(v):
+    if isinstance(v, torch.Tensor):
+        return {"dtype": _dtype(v.dtype), "shape": [int(d) for d in v.shape]}
+    return None
+
+
+def _module_graph():
+    """The fx graph make_fx is building, found through the dispatch modes."""
+    modes = []
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+        modes += list(_get_current_dispatch_mode_stack())
+    except ImportError:
+        pass
+    get = getattr(torch._C, "_get_dispatch_mode", None)
+    key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "PROXY", None)
+    if get is not None and key is not None:
+        modes.append(get(key))
+    for m in modes:
+        g = getattr(getattr(m, "tracer", None), "graph", None)
+        if g is not None:
+            return g
+    return None
+
+
+class _ModulePaths:
+    """Forward pre/post hooks keep a stack of module paths; every fx node
+    created while a module runs is tagged with the innermost path."""
+
+    def __init__(self, model):
+        self.model = model
+        self.stack = [""]
+        self.graph = None
+        self.last = None
+        self.handles = []
+
+    def __enter__(self):
+        for path, m in self.model.named_modules():
+            self.handles.append(m.register_forward_pre_hook(self._pre(path)))
+            self.handles.append(m.register_forward_hook(self._post()))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        return False
+
+    def start(self):
+        self.graph = _module_graph()
+        self.last = getattr(self.graph, "_root", None)
+
+    def flush(self):
+        if self.graph is None or self.last is None:
+            return
+        root, n = self.graph._root, self.last.next
+        while n is not root:
+            n.meta.setdefault("hap_module", self.stack[-1])
+            self.last, n = n, n.next
+
+    def _pre(self, path):
+        def hook(mod, args):
+            self.flush()
+            self.stack.append(path)
+        return hook
+
+    def _post(self):
+        def hook(mod, args, out):
+            self.flush()
+            if len(self.stack) > 1:
+                self.stack.pop()
+        return hook
+
+
+def _arg(a):
+    if isinstance(a, torch.fx.Node):
+        return a  # resolved by the caller
+    if isinstance(a, (list, tuple)):
+        return [_arg(x) for x in a]
+    if isinstance(a, bool) or a is None or isinstance(a, (int, str)):
+        return a
+    if isinstance(a, float):
+        if math.isinf(a) or math.isnan(a):
+            return {"float": str(a)}
+        return a
+    if isinstance(a, torch.dtype):
+        return {"dtype": _dtype(a)}
+    return {"enum": str(a)}
+
+
+def _with_defaults(op, args, kwargs):
+    """Every positional argument of op's schema, the defaults fx leaves out
+    filled in; keyword-only ones present or with a default go to kwargs."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return args, kwargs
+    out = []
+    for i, a in enumerate(schema.arguments):
+        has_def = a.has_default_value() if hasattr(a, "has_default_value") else a.default_value is not None
+        if a.kwarg_only:
+            if a.name not in kwargs and has_def:
+                kwargs[a.name] = a.default_value
+            continue
+        if i < len(args):
+            out.append(args[i])
+        elif a.name in kwargs:
+            out.append(kwargs.pop(a.name))
+        elif has_def:
+            out.append(a.default_value)
+        else:
+            break
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    return out, kwargs
+
+
+def _loss_arg_names(loss, n):
+    try:
+        ps = list(inspect.signature(loss).parameters.values())[1:]
+        names = [p.name for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    if len(names) < n:
+        names = [f"input{i}" for i in range(n)]
+    return names[:n]
+
+
+def trace(model, inputs, loss, name=None, mode=None):
+    """Trace loss(model, *inputs) into the hap.aten document (a dict)."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    params = list(model.named_parameters())
+    buffers = list(model.named_buffers())
+    if mode is None:
+        mode = _fake_mode()
+    fake = {}
+
+    def fakeify(t):
+        """t as a fake tensor of mode: ours as is; another mode's (copy.deepcopy
+        of a fake module makes those) or a real one replaced by a fresh fake."""
+        if isinstance(t, FakeTensor) and getattr(t, "fake_mode", None) is mode:
+            return t
+        if id(t) not in fake:
+            if isinstance(t, FakeTensor):
+                with mode:
+                    f = torch.empty(t.shape, dtype=t.dtype)
+            else:
+                f = mode.from_tensor(t.detach())
+            if isinstance(t, torch.nn.Parameter):
+                f = torch.nn.Parameter(f, requires_grad=t.requires_grad)
+            fake[id(t)] = f
+        return fake[id(t)]
+
+    swap = {n: fakeify(t) for n, t in params + buffers}
+    swap = {n: t for n, t in swap.items() if t is not dict(params + buffers)[n]}
+    inputs = tuple(fakeify(x) if isinstance(x, torch.Tensor) else x for x in inputs)
+    ptensors = [swap.get(n, p) for n, p in params]
+    btensors = [swap.get(n, b) for n, b in buffers]
+    tinputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    in_names = _loss_arg_names(loss, len(inputs))
+    leaves = ([("param", n) for n, _ in params] + [("buffer", n) for n, _ in buffers]
+              + [("input", in_names[i]) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)])
+    flat = ptensors + btensors + tinputs
+    paths = _ModulePaths(model)
+
+    def reparam():
+        if not swap:
+            return contextlib.nullcontext()
+        from torch.nn.utils import stateless
+        return stateless._reparametrize_module(model, swap)
+
+    def f(*args):
+        paths.start()
+        with reparam():
+            out = loss(model, *inputs)
+        paths.flush()
+        return out
+
+    with mode, paths:
+        gm = make_fx(f)(*flat)
+
+    return _document(gm, leaves, name or type(model).__name__)
+
+
+def _document(gm, leaves, name):
+    refs = {}  # fx node -> tensor name in the document
+    placeholders, nodes, out = [], [], None
+    getitems = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is operator.getitem:
+            getitems.setdefault(n.args[0], []).append(n)
+
+    def ref(a):
+        if isinstance(a, torch.fx.Node):
+            if a not in refs:
+                raise ValueError(f"node {a.name} is used before it is defined")
+            return {"t": refs[a]}
+        if isinstance(a, list):
+            return [ref(x) for x in a]
+        return a
+
+    i = 0
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            kind, tname = leaves[i]
+            i += 1
+            refs[n] = tname
+            d = {"name": tname, "kind": kind}
+            d.update(_spec(n.meta.get("val")) or {})
+            placeholders.append(d)
+        elif n.op == "get_attr":
+            v = getattr(gm, n.target)
+            refs[n] = n.name
+            d = {"name": n.name, "kind": "constant"}
+            d.update(_spec(v) or {})
+            if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) and v.numel() <= 64 and v.device.type != "meta":
+                d["value"] = v.detach().cpu().reshape(-1).tolist()
+            placeholders.append(d)
+        elif n.op == "call_function" and n.target is operator.getitem:
+            parent, idx = n.args
+            refs[n] = f"{refs[parent]}#{idx}"
+        elif n.op == "call_function":
+            refs[n] = n.name
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                outs = [_spec(val)]
+            elif n in getitems:
+                k = max(g.args[1] for g in getitems[n]) + 1
+                outs = [None] * k
+                for g in getitems[n]:
+                    outs[g.args[1]] = _spec(g.meta.get("val"))
+            elif isinstance(val, (list, tuple)):
+                outs = [_spec(v) for v in val]
+            else:
+                outs = []
+            args, kwargs = _with_defaults(n.target, list(n.args), dict(n.kwargs))
+            d = {"name": n.name, "op": str(n.target),
+                 "args": ref(_arg(args)), "outputs": outs}
+            if kwargs:
+                d["kwargs"] = {k: ref(_arg(v)) for k, v in kwargs.items()}
+            stack = n.meta.get("nn_module_stack")
+            if stack:  # torch 2.x records it itself
+                path = list(stack.values())[-1]
+                d["module"] = path[0] if isinstance(path, tuple) else str(path)
+            else:
+                d["module"] = n.meta.get("hap_module", "")
+            nodes.append(d)
+        elif n.op == "output":
+            o = n.args[0]
+            while isinstance(o, (list, tuple)) and len(o) == 1:
+                o = o[0]
+            if not isinstance(o, torch.fx.Node):
+                raise TypeError("loss(model, *inputs) must return one tensor")
+            out = refs[o]
+            val = o.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.dim() != 0:
+                raise ValueError(f"loss must be a scalar, got shape {list(val.shape)}")
+        else:
+            raise ValueError(f"unexpected fx node {n.op} {n.target}")
+    return {"format": FORMAT, "version": VERSION, "name": name,
+            "torch": torch.__version__, "placeholders": placeholders,
+            "nodes": nodes, "loss": out}
