@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,6 +37,12 @@ var collectiveKinds = map[ir.OpKind]cost.Collective{
 // takes every sibling to cross every node's links, as in megatron's mesh,
 // where each machine holds a member of every cross-replica group.)
 func Schedule(steps []*ir.Graph) (*devprog.Program, error) {
+	return ScheduleContext(context.Background(), steps)
+}
+
+// ScheduleContext is Schedule, stopped with ctx's error when ctx ends:
+// scheduling tens of thousands of devices takes seconds.
+func ScheduleContext(ctx context.Context, steps []*ir.Graph) (*devprog.Program, error) {
 	n := len(steps)
 	all := make([]int, n)
 	for i := range all {
@@ -51,6 +58,9 @@ func Schedule(steps []*ir.Graph) (*devprog.Program, error) {
 	groupless := map[*ir.Graph]int{}
 	var keys groupKeys
 	for d, g := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("schedule: %w", err)
+		}
 		if e, ok := groupless[g]; ok {
 			p.Devices[d] = p.Devices[e].Clone()
 			continue

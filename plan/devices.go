@@ -300,9 +300,9 @@ func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, sear
 	share := func(i int, best *Plan, searched int) time.Duration {
 		n := inTheRunning(i, best)
 		if searched == 0 && n > 1 {
-			return opt.TimeLimit / firstTimeShare
+			return atLeastANanosecond(opt.TimeLimit / firstTimeShare)
 		}
-		return time.Until(deadline) / time.Duration(max(n, 1))
+		return atLeastANanosecond(time.Until(deadline) / time.Duration(max(n, 1)))
 	}
 
 	// ahead is the next set's screen, run beside a set's search.

@@ -16,6 +16,7 @@ package plan
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -338,11 +339,16 @@ func clusterHash(c *cluster.Cluster) (string, error) {
 
 // Build makes the plan document for program p, simulating it for its cost.
 func Build(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Plan, error) {
+	return BuildContext(context.Background(), in, p, strategy, solver)
+}
+
+// BuildContext is Build, its simulation stopped when ctx ends.
+func BuildContext(ctx context.Context, in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Plan, error) {
 	pl, err := buildDoc(in, p, strategy, solver)
 	if err != nil {
 		return nil, err
 	}
-	res, err := Simulate(in, p)
+	res, err := SimulateContext(ctx, in, p)
 	if err != nil {
 		return nil, err
 	}
@@ -419,11 +425,19 @@ func withProgram(in *Inputs, p *spmd.Program, strategy string, solver Solver, re
 // Simulate lowers p, schedules it and runs the simulator under the
 // cluster's cost model.
 func Simulate(in *Inputs, p *spmd.Program) (*sim.Result, error) {
-	prog, m, err := Lower(in, p)
+	return SimulateContext(context.Background(), in, p)
+}
+
+// SimulateContext is Simulate, stopped with ctx's error when ctx ends.
+func SimulateContext(ctx context.Context, in *Inputs, p *spmd.Program) (*sim.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	prog, m, err := LowerContext(ctx, in, p)
 	if err != nil {
 		return nil, err
 	}
-	return sim.Run(prog, m)
+	return sim.RunContext(ctx, prog, m)
 }
 
 // Recost re-simulates the plan's program (in and p from Resolve) and puts
@@ -448,11 +462,16 @@ func (pl *Plan) Recost(in *Inputs, p *spmd.Program) (recorded *Cost, err error) 
 // Lower lowers p to the per-device program the simulator runs, with the
 // cluster's cost model to run it under.
 func Lower(in *Inputs, p *spmd.Program) (*devprog.Program, *cost.Model, error) {
+	return LowerContext(context.Background(), in, p)
+}
+
+// LowerContext is Lower, stopped with ctx's error when ctx ends.
+func LowerContext(ctx context.Context, in *Inputs, p *spmd.Program) (*devprog.Program, *cost.Model, error) {
 	steps, err := lower.CostSteps(in.Graph, p, in.Optimizer)
 	if err != nil {
 		return nil, nil, err
 	}
-	prog, err := lower.Schedule(steps)
+	prog, err := lower.ScheduleContext(ctx, steps)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -198,20 +198,20 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	pre := make(chan map[string]*sim.Result, 1)
 	paperFound := make(chan *spmd.Program, 1)
 	hand := maps.Clone(baselines) // baselines gains the paper's below
-	go func() { pre <- simulateUnpriced(in, m, opt.MemoryFraction, hand, paperFound, simulated) }()
+	go func() { pre <- simulateUnpriced(ctx, in, m, opt.MemoryFraction, hand, paperFound, simulated) }()
 	solveLimit := limit
 	if opt.Paper == nil && paperSearches(in) {
 		say("running the paper's search")
 		start := time.Now()
 		paperLimit := PaperSafetyLimit // its work bounds stop it well before
 		if limit > 0 {
-			paperLimit = limit * PaperShare / 100
+			paperLimit = limitShare(limit, PaperShare)
 		}
 		if p, err := PaperSearch(ctx, in, paperLimit); err == nil {
 			opt.Paper = p
 		}
 		if limit > 0 {
-			solveLimit = max(limit-time.Since(start), limit/2)
+			solveLimit = atLeastANanosecond(max(limit-time.Since(start), limit/2))
 		}
 	}
 	if opt.Paper != nil {
@@ -242,7 +242,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		// The encoding's memory model can misjudge a start (it does not
 		// follow which transients are alive together), and a limited search may end without
 		// a plan: a start that the simulator finds fitting is still a plan.
-		if p := fasterStart(in, baselines, opt.Simulated, nil, Solver{Status: "heuristic"}, nil); p != nil {
+		if p := fasterStart(ctx, in, baselines, opt.Simulated, nil, Solver{Status: "heuristic"}, nil); p != nil {
 			say("the solver found no plan (%v); the fastest fitting start is %s", err, p.Solver.Chosen)
 			return p, nil
 		}
@@ -279,7 +279,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 			baselines[PolishedStart] = res.Start
 		}
 		say("simulating the plan and the %d baselines", len(baselines))
-		if best, err = Build(in, res.Program, "hap", sol); err != nil {
+		if best, err = BuildContext(ctx, in, res.Program, "hap", sol); err != nil {
 			return nil, err
 		}
 		if fits(best.Cost.PerDevice) || retry == fitRetries {
@@ -315,12 +315,12 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 	screen := func(p *spmd.Program, best float64) bool { return screenedOut(res.Encoding, p, best) }
 	if !fits(best.Cost.PerDevice) {
 		say("the solver's plan does not fit in memory when simulated; trying the starts")
-		if alt := fasterStart(in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
+		if alt := fasterStart(ctx, in, baselines, opt.Simulated, nil, sol, nil); alt != nil {
 			return alt, nil
 		}
 		return nil, fmt.Errorf("%w: the solver's plan does not fit when simulated: %s", solve.ErrNoPlan, sim.OverMemory(best.Cost.PerDevice))
 	}
-	return fasterStart(in, baselines, opt.Simulated, best, sol, screen), nil
+	return fasterStart(ctx, in, baselines, opt.Simulated, best, sol, screen), nil
 }
 
 // handWritten builds every hand-written strategy that applies to in, by
@@ -358,7 +358,7 @@ func untied(ctx context.Context, in *Inputs, m *cost.Model, so solve.Options, u 
 	// tied plans too).
 	tiedOpt.BoundLPs = 0
 	if limit > 0 {
-		tiedOpt.TimeLimit = limit * untieShare / 100
+		tiedOpt.TimeLimit = limitShare(limit, untieShare)
 	}
 	tied, err := solve.Synthesize(ctx, in.Graph, m, tiedOpt)
 	switch {
@@ -492,7 +492,7 @@ func solverRecord(res *solve.Result, nodes int, limit time.Duration, optimizer s
 // simulated are not simulated again; screen, when set, rules a start out
 // by the planner's estimate against the best step so far without
 // simulating it.
-func fasterStart(in *Inputs, baselines map[string]*spmd.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *spmd.Program, best float64) bool) *Plan {
+func fasterStart(ctx context.Context, in *Inputs, baselines map[string]*spmd.Program, simulated map[string]*sim.Result, best *Plan, sol Solver, screen func(p *spmd.Program, best float64) bool) *Plan {
 	for _, name := range append(strategy.Names(), "hap-paper", PolishedStart) {
 		p, ok := baselines[name]
 		if !ok {
@@ -504,7 +504,7 @@ func fasterStart(in *Inputs, baselines map[string]*spmd.Program, simulated map[s
 				continue
 			}
 			var err error
-			if r, err = Simulate(in, p); err != nil {
+			if r, err = SimulateContext(ctx, in, p); err != nil {
 				continue
 			}
 		}
@@ -587,7 +587,7 @@ func priced(e *encode.Encoding, p *spmd.Program) (float64, bool) {
 // paper search's program (nil for none) as "hap-paper". A baseline that
 // fails to simulate is left out: fasterStart tries it again and passes
 // over it.
-func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand map[string]*spmd.Program, paper <-chan *spmd.Program, done map[string]*sim.Result) map[string]*sim.Result {
+func simulateUnpriced(ctx context.Context, in *Inputs, m *cost.Model, memoryFraction float64, hand map[string]*spmd.Program, paper <-chan *spmd.Program, done map[string]*sim.Result) map[string]*sim.Result {
 	out := map[string]*sim.Result{}
 	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: memoryFraction})
 	if err != nil {
@@ -600,7 +600,7 @@ func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand ma
 		if _, ok := priced(e, p); ok {
 			return
 		}
-		if r, err := Simulate(in, p); err == nil {
+		if r, err := SimulateContext(ctx, in, p); err == nil {
 			out[name] = r
 		}
 	}
@@ -617,3 +617,15 @@ func simulateUnpriced(in *Inputs, m *cost.Model, memoryFraction float64, hand ma
 func phasesOf(p solve.Phases) *Phases {
 	return &Phases{Encode: p.Encode, Polish: p.Polish, JointSearch: p.JointSearch, BoundLP: p.BoundLP, AfterPolish: p.AfterPolish}
 }
+
+// limitShare is pct percent of a positive time limit, never less than a
+// nanosecond: a share that rounded to 0 would read as "no limit" below
+// (--time-limit 1ns once searched to optimality for minutes).
+func limitShare(limit time.Duration, pct int64) time.Duration {
+	return atLeastANanosecond(limit * time.Duration(pct) / 100)
+}
+
+// atLeastANanosecond keeps a limit derived from a positive one positive:
+// 0 means none to every solver, and a deadline already passed must still
+// stop the work at once rather than lift the limit.
+func atLeastANanosecond(d time.Duration) time.Duration { return max(d, time.Nanosecond) }

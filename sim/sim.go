@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -104,6 +105,13 @@ func (r *Result) deviceEvents(d int) []Event { return r.Events[r.offsets[d]:r.of
 // device and pass Program.Validate. A program whose devices reach collectives in incompatible orders is
 // reported as a deadlock, naming where each stuck device waits.
 func Run(p *devprog.Program, m *cost.Model) (*Result, error) {
+	return RunContext(context.Background(), p, m)
+}
+
+// RunContext is Run, stopped with ctx's error when ctx ends: a simulation
+// of a program on tens of thousands of devices takes seconds, and a
+// command's time limit must bound it too.
+func RunContext(ctx context.Context, p *devprog.Program, m *cost.Model) (*Result, error) {
 	if len(p.Devices) != m.NumDevices() {
 		return nil, fmt.Errorf("simulate: the program has %d devices, cluster %q has %d", len(p.Devices), m.Cluster().Name, m.NumDevices())
 	}
@@ -111,7 +119,7 @@ func Run(p *devprog.Program, m *cost.Model) (*Result, error) {
 		return nil, fmt.Errorf("simulate: invalid program: %w", err)
 	}
 	s := newState(p)
-	if err := s.run(m); err != nil {
+	if err := s.run(ctx, m); err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	r := &Result{program: p, model: m}
@@ -192,8 +200,11 @@ func (s *state) finish(d, i int, start, end float64, a cost.Algorithm) {
 
 // run schedules every instruction. Each stream is in order, so an instruction's start is fixed by its
 // predecessors' ends: repeatedly advance every stream head that can start until all have run.
-func (s *state) run(m *cost.Model) error {
+func (s *state) run(ctx context.Context, m *cost.Model) error {
 	for s.left > 0 {
+		if err := ctx.Err(); err != nil { // once a sweep over every device: cheap beside it
+			return err
+		}
 		progress := false
 		for d := range s.p.Devices {
 			for st := devprog.Stream(0); st < devprog.NumStreams; st++ {

@@ -62,7 +62,16 @@ func commands() []command {
 }
 
 func main() {
-	e := &env{stdout: os.Stdout, stderr: os.Stderr, progress: isTerminal(os.Stderr)}
+	// Progress goes to a terminal, or wherever HAP_PROGRESS=1 asks (a log
+	// of a long run under a scheduler); HAP_PROGRESS=0 silences it.
+	progress := isTerminal(os.Stderr)
+	switch os.Getenv("HAP_PROGRESS") {
+	case "1":
+		progress = true
+	case "0":
+		progress = false
+	}
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, progress: progress}
 	os.Exit(dispatch(e, os.Args[1:]))
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A plan written with -o names its model and cluster files relative to
@@ -104,5 +105,21 @@ func TestEndlessInputsAreOneError(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("%v: exit %d, %q; want one line with %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// --time-limit bounds the whole command, however small: a share of it
+// that rounded to 0 once read as no limit at all (1ns searched for
+// minutes). The bound checked is loose, a property rather than a timing:
+// the search it guards against ran 148 s on this case.
+func TestTinyTimeLimitsHold(t *testing.T) {
+	began := time.Now()
+	code, out, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-16", "--time-limit", "1ns", "--devices", "all")
+	took := time.Since(began)
+	if code != 0 && !strings.Contains(errs, "--time-limit 1ns ran out") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if took > 60*time.Second {
+		t.Fatalf("--time-limit 1ns took %v: %s%s", took, out, errs)
 	}
 }

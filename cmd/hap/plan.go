@@ -102,33 +102,18 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		}
 	}
 	if m.strategy == "" {
-		opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-			WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
-		search := plan.DevicesTypes
-		if d := m.devices; d != "" && d[0] >= '0' && d[0] <= '9' {
-			// A list: plan on exactly those devices.
-			use, err := plan.ParseDeviceList(d)
-			if err != nil {
-				return nil, usageErr("--%v", err)
-			}
-			narrowed, err := in.OnDevices(use)
-			if err != nil {
-				return nil, usageErr("--devices %s: %v", d, err)
-			}
-			if len(use) == in.Cluster.NumDevices() {
-				narrowed = in // every device, listed: the plan names none
-			}
-			return plan.Synthesize(context.Background(), narrowed, opt)
+		ctx := context.Background()
+		if m.timeLimit > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, m.timeLimit+hardStopAfter(m.timeLimit))
+			defer cancel()
 		}
-		if m.devices != "" {
-			if search, err = plan.ParseDeviceSearch(m.devices); err != nil {
-				return nil, usageErr("--%v", err)
-			}
+		pl, err := m.synthesize(ctx, in, untie)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("--time-limit %v ran out before a plan was finished (it bounds the whole command, the simulations of the plan and its baselines included; on %d devices they take longer): %w",
+				m.timeLimit, in.Cluster.NumDevices(), err)
 		}
-		if search == plan.DevicesAll {
-			return plan.Synthesize(context.Background(), in, opt)
-		}
-		return plan.SynthesizeOnDevices(context.Background(), in, opt, search)
+		return pl, err
 	}
 	// The search's flags would be ignored by a hand-written strategy: say
 	// so rather than let the user believe they shaped the plan.
@@ -140,6 +125,47 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		return nil, err
 	}
 	return plan.Build(in, p, m.strategy, plan.Solver{Status: "heuristic"})
+}
+
+// hardStopAfter is how long past --time-limit the command is stopped at
+// the latest: the synthesizer aims to end by the limit (its solvers stop a
+// grace before it), and what follows its search — simulating the plan,
+// writing it — gets a twentieth of the limit, at least a second and at
+// most ten.
+func hardStopAfter(limit time.Duration) time.Duration {
+	return min(max(limit/20, time.Second), 10*time.Second)
+}
+
+// synthesize runs the synthesizer under ctx on the devices --devices asks.
+func (m *modelFlags) synthesize(ctx context.Context, in *plan.Inputs, untie plan.Untie) (*plan.Plan, error) {
+	opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
+		WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
+	search := plan.DevicesTypes
+	if d := m.devices; d != "" && d[0] >= '0' && d[0] <= '9' {
+		// A list: plan on exactly those devices.
+		use, err := plan.ParseDeviceList(d)
+		if err != nil {
+			return nil, usageErr("--%v", err)
+		}
+		narrowed, err := in.OnDevices(use)
+		if err != nil {
+			return nil, usageErr("--devices %s: %v", d, err)
+		}
+		if len(use) == in.Cluster.NumDevices() {
+			narrowed = in // every device, listed: the plan names none
+		}
+		return plan.Synthesize(ctx, narrowed, opt)
+	}
+	if m.devices != "" {
+		var err error
+		if search, err = plan.ParseDeviceSearch(m.devices); err != nil {
+			return nil, usageErr("--%v", err)
+		}
+	}
+	if search == plan.DevicesAll {
+		return plan.Synthesize(ctx, in, opt)
+	}
+	return plan.SynthesizeOnDevices(ctx, in, opt, search)
 }
 
 func runPlan(e *env, args []string) error {
