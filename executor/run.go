@@ -59,6 +59,13 @@ func train[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options) (*Training,
 	if err := spmd.Check(fwd, p); err != nil {
 		return nil, err
 	}
+	// The full parameters are held while the devices take their shares.
+	opt.reservedFor = "the whole parameters"
+	for i := range fwd.Tensors {
+		if t := &fwd.Tensors[i]; t.Kind == ir.Param {
+			opt.reserved = satAdd(opt.reserved, int64(t.Shape.Numel())*int64(opt.DType.Size()))
+		}
+	}
 	init := map[ir.TensorID]*cpu.Tensor[F]{}
 	for i := range fwd.Tensors {
 		if t := &fwd.Tensors[i]; t.Kind == ir.Param {

@@ -26,6 +26,16 @@ type Options struct {
 	// (seeded Seed+1000+k): labels drawn afresh each step, which no model
 	// learns, and which exercise more data per verification.
 	OneBatch bool
+	// MaxMemory bounds the bytes a run on the CPU backend may hold: 0 is
+	// what this machine has available, negative no bound. A run that
+	// needs more (its steps' tensors at their peak, cpu.PeakBytes) is
+	// refused before it allocates, with the figure (ErrMemory).
+	MaxMemory int64
+	// reserved is memory already held for the run (Verify's
+	// single-device reference, Train's whole parameters), counted
+	// against MaxMemory with the devices'; reservedFor says what it is.
+	reserved    int64
+	reservedFor string
 }
 
 // batchSeed is the seed of step k's synthetic batch (k from 0).
@@ -232,6 +242,16 @@ func start[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options, init func(i
 	for r, rk := range ranks {
 		steps[r] = rk.step
 	}
+	if _, onCPU := opt.backend().(CPU); onCPU {
+		need := satAdd(stepsPeak(steps, opt.DType), opt.reserved)
+		what := fmt.Sprintf("the distributed step on %d devices", len(steps))
+		if opt.reserved > 0 {
+			what += " beside " + opt.reservedFor
+		}
+		if err := opt.checkMemory(need, what); err != nil {
+			return nil, nil, err
+		}
+	}
 	devs, err := open[F](opt.backend(), steps)
 	if err != nil {
 		return nil, nil, err
@@ -324,6 +344,10 @@ func verify[F cpu.Float](fwd *ir.Graph, p *spmd.Program, opt Options) (*Report, 
 	}
 	single, err := ir.BuildTrainStep(fwd, opt.Optimizer)
 	if err != nil {
+		return nil, err
+	}
+	opt.reserved, opt.reservedFor = cpu.PeakBytes(single, opt.DType.Size()), "the single-device reference"
+	if err := opt.checkMemory(opt.reserved, "the single-device reference step"); err != nil {
 		return nil, err
 	}
 	ref, err := cpu.NewTrainer[F](single, opt.Seed)

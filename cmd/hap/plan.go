@@ -350,6 +350,8 @@ func runVerify(e *env, args []string) error {
 	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
 	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	var mem maxMemory
+	mem.register(fs)
 	if err := parse(fs, args, modelPositive()...); err != nil {
 		return err
 	}
@@ -380,7 +382,11 @@ func runVerify(e *env, args []string) error {
 	}
 	// SGD: Adam divides by √v, which turns ~1e-16 rounding noise on
 	// exactly-zero gradients into lr-sized steps and hides real agreement.
-	rep, err := executor.Verify(g, p, executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: ir.SGD(1e-2)})
+	maxMem, err := mem.bytes()
+	if err != nil {
+		return err
+	}
+	rep, err := executor.Verify(g, p, executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: ir.SGD(1e-2), MaxMemory: maxMem})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ func runRun(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var inputs inputFlags
 	inputs.register(fs)
+	var mem maxMemory
+	mem.register(fs)
 	if err := parse(fs, args, "nproc", "block"); err != nil {
 		return err
 	}
@@ -70,7 +72,11 @@ func runRun(e *env, args []string) error {
 	}
 	// One synthetic batch, hap train's with its default seed: the loss
 	// falls, and the losses match hap train --model M --lr 0.001's.
-	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt, OneBatch: true}
+	maxMem, err := mem.bytes()
+	if err != nil {
+		return err
+	}
+	run := executor.Options{DType: dt, Steps: *steps, Seed: 1, Optimizer: opt, OneBatch: true, MaxMemory: maxMem}
 	var job *launchedJob
 	switch *backend {
 	case "cpu":

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"hap/cpu"
+	"hap/executor"
 	"hap/ir"
 	"hap/models"
 )
@@ -26,7 +27,13 @@ func runTrain(e *env, args []string) error {
 	lr := fs.Float64("lr", 1e-3, "learning rate")
 	seed := fs.Uint64("seed", 1, "seed for parameters and synthetic data")
 	asJSON := fs.Bool("json", false, "print JSON rows")
+	var mem maxMemory
+	mem.register(fs)
 	if err := parse(fs, args, "batch"); err != nil {
+		return err
+	}
+	maxMem, err := mem.bytes()
+	if err != nil {
 		return err
 	}
 	if *model == "" {
@@ -54,6 +61,9 @@ func runTrain(e *env, args []string) error {
 	}
 	step, err := ir.BuildTrainStep(fwd, opt)
 	if err != nil {
+		return err
+	}
+	if err := executor.CheckStepMemory(step, executor.Options{DType: dt, MaxMemory: maxMem}); err != nil {
 		return err
 	}
 	var rows []trainRow
