@@ -1,7 +1,6 @@
 package ir
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,10 +25,11 @@ import (
 //     the hash of its ops' kinds, attributes (dropout seeds aside), shapes
 //     and dtypes, and of where each input comes from: a position inside the
 //     segment, the stream coming in, a leaf of some kind, a shared tensor.
-//  3. Stacks. The most frequent type of segment holding more than one op
-//     (an attention sublayer, a residual block) anchors a stack: where its
+//  3. Stacks. A type of segment holding more than one op (an attention
+//     sublayer, a residual block) that recurs anchors a stack: where its
 //     occurrences recur at a constant gap of p segments, each occurrence
-//     and the p−1 segments after it are one layer. A plain chain of single
+//     and the p−1 segments after it are one layer (the earliest type
+//     first: a layer starts with its first sublayer). A plain chain of single
 //     ops (a VGG conv, bias, ReLU; an MLP's linear layers) has no such
 //     segment and is left untied: every op there is a segment of its own.
 //  4. Keys. Layers of one stack that are identical (the same segment types)
@@ -93,8 +93,10 @@ func FindLayers(g *Graph) *Layers {
 		}
 	}
 	sigs := make([]string, n)
+	var buf []byte
 	for i := range n {
-		sigs[i] = opSignature(g, &g.Ops[i])
+		buf = opSignature(g, &g.Ops[i], buf)
+		sigs[i] = string(buf)
 	}
 	types, multi := segmentTypes(g, segStart, segOf, sigs, shared)
 	for _, st := range findStacks(types, multi) {
@@ -200,28 +202,69 @@ func cuts(g *Graph, n int, shared []bool) []int {
 // opSignature is what two corresponding ops of identical layers share,
 // their connections aside: kind, attributes (dropout seeds differ per
 // layer), and the shapes, dtypes and leaf kinds of inputs and outputs.
-func opSignature(g *Graph, op *Op) string {
-	var b strings.Builder
-	a := op.Attrs
-	a.Seed = 0
-	fmt.Fprintf(&b, "%s|%+v|", op.Kind, a)
+// It is written by hand, not with fmt, since it runs for every op of
+// every Encode.
+func opSignature(g *Graph, op *Op, buf []byte) []byte {
+	b := append(buf[:0], op.Kind...)
+	b = appendAttrs(append(b, '|'), &op.Attrs)
 	for _, t := range op.Inputs {
 		tt := &g.Tensors[t]
-		b.WriteString(tt.Shape.String())
-		b.WriteString(tt.DType.String())
+		b = appendShape(append(b, '|'), tt.Shape)
+		b = append(b, byte('0'+tt.DType))
 		if tt.Kind.IsLeaf() {
-			b.WriteString(tt.Kind.String())
+			b = append(b, byte('a'+tt.Kind))
 		}
-		b.WriteByte(',')
 	}
-	b.WriteString("->")
+	b = append(b, '>')
 	for _, t := range op.Outputs {
 		tt := &g.Tensors[t]
-		b.WriteString(tt.Shape.String())
-		b.WriteString(tt.DType.String())
-		b.WriteByte(',')
+		b = appendShape(append(b, '|'), tt.Shape)
+		b = append(b, byte('0'+tt.DType))
 	}
-	return b.String()
+	return b
+}
+
+func appendShape(b []byte, s Shape) []byte {
+	for _, d := range s {
+		b = strconv.AppendInt(append(b, ','), int64(d), 10)
+	}
+	return b
+}
+
+// appendAttrs writes every attribute but the dropout seed.
+func appendAttrs(b []byte, a *Attrs) []byte {
+	ints := func(b []byte, tag byte, v ...int) []byte {
+		b = append(b, tag)
+		for _, x := range v {
+			b = strconv.AppendInt(append(b, ','), int64(x), 10)
+		}
+		return b
+	}
+	floats := func(b []byte, tag byte, v ...float64) []byte {
+		b = append(b, tag)
+		for _, x := range v {
+			b = strconv.AppendFloat(append(b, ','), x, 'g', -1, 64)
+		}
+		return b
+	}
+	flag := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	b = ints(b, 'a', a.Axis, a.Start, a.End, flag(a.TransA), flag(a.TransB), a.Kernel, a.Stride, a.Pad, flag(a.Causal), a.Capacity, flag(a.Partial), a.Rank)
+	b = ints(b, 'x', a.Axes...)
+	b = ints(b, 'p', a.Perm...)
+	b = ints(b, 's', a.Shape...)
+	b = ints(b, 'z', a.Sizes...)
+	b = ints(b, 'o', a.Offset...)
+	b = ints(b, 'g', a.Group...)
+	b = ints(b, 'l', a.Split...)
+	b = floats(b, 'f', a.Rate, a.Eps, a.Scale, a.LR)
+	b = floats(b, 'b', a.Betas...)
+	b = append(append(b, 'e'), a.Equation...)
+	return append(append(append(b, 'm'), a.Method...), ';')
 }
 
 // segmentTypes numbers the segments by structure: two segments get one
@@ -286,12 +329,16 @@ type stack struct {
 }
 
 // findStacks finds the stacks of repeated layers among segments of the
-// given types (see the top of the file): anchored at the most frequent
-// multi-op segment types, earliest first, each where its occurrences
-// recur at a constant gap over unclaimed segments.
+// given types (see the top of the file). Anchors are the multi-op segment
+// types that occur more than once, in the order they first occur: a
+// layer starts with its first sublayer. An anchor's unclaimed
+// occurrences at a constant gap of p segments start layers of p segments
+// each; a gap of a few times p (up to maxOddLayers layers whose first
+// sublayer differs, as where one layer is odd) is bridged by layers of p
+// segments too, which alignLayers then ties only where they agree.
 func findStacks(types []int, multi []bool) []stack {
-	count := map[int]int{}
 	first := map[int]int{}
+	count := map[int]int{}
 	for s, ty := range types {
 		if !multi[s] {
 			continue
@@ -307,7 +354,7 @@ func findStacks(types []int, multi []bool) []stack {
 			anchors = append(anchors, ty)
 		}
 	}
-	slices.SortFunc(anchors, func(a, b int) int { return cmp.Or(count[b]-count[a], first[a]-first[b]) })
+	slices.SortFunc(anchors, func(a, b int) int { return first[a] - first[b] })
 	claimed := make([]bool, len(types))
 	free := func(lo, hi int) bool {
 		if hi > len(types) {
@@ -330,30 +377,40 @@ func findStacks(types []int, multi []bool) []stack {
 		}
 		for i := 0; i+1 < len(occ); {
 			p := occ[i+1] - occ[i]
-			j := i + 1
-			for j+1 < len(occ) && occ[j+1]-occ[j] == p {
-				j++
+			if !free(occ[i], occ[i]+p) {
+				i++
+				continue
 			}
-			// Layers occ[i..j], each p segments, the last one too.
-			for j > i && !free(occ[i], occ[j]+p) {
-				j--
-			}
-			if j > i {
-				st := stack{period: p}
-				for k := i; k <= j; k++ {
-					st.starts = append(st.starts, occ[k])
+			st := stack{period: p, starts: []int{occ[i]}}
+			at := occ[i]
+			for j := i + 1; j < len(occ); j++ {
+				gap := occ[j] - at
+				if gap%p != 0 || gap > (maxOddLayers+1)*p || !free(at+p, occ[j]+p) {
+					break
 				}
-				for s := occ[i]; s < occ[j]+p; s++ {
-					claimed[s] = true
+				for s := at + p; s <= occ[j]; s += p {
+					st.starts = append(st.starts, s)
 				}
-				out = append(out, st)
+				at = occ[j]
+				i = j
 			}
-			i = j + 1
+			i++
+			if len(st.starts) < 2 {
+				continue
+			}
+			for s := st.starts[0]; s < at+p; s++ {
+				claimed[s] = true
+			}
+			out = append(out, st)
 		}
 	}
 	slices.SortFunc(out, func(a, b stack) int { return a.starts[0] - b.starts[0] })
 	return out
 }
+
+// maxOddLayers is how many layers in a row may differ from the stack's
+// in their first sublayer and still be bridged into it.
+const maxOddLayers = 3
 
 // alignLayers gives every op of every layer (op ranges) its key within
 // the stack: its position where all layers are identical; where they are
