@@ -107,6 +107,8 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "zero9"}, 1, `unknown strategy "zero9"`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "nowhere", "--strategy", "dp-ev"}, 1, "nowhere"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "ep"}, 1, "no mixture-of-experts"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "modern-24", "--strategy", "tp"}, 1, "tp: graph mlp-tiny has no attention op"},
+		{[]string{"plan", "--model", "vgg19-tiny", "--cluster", "paper-16", "--strategy", "megatron"}, 1, "tp: graph vgg19-tiny has no attention op"},
 		{[]string{"verify", bad}, 1, "schema"},
 		{[]string{"verify", filepath.Join(dir, "missing.json")}, 1, "no such file"},
 		{[]string{"simulate"}, 2, "want one plan file"},
