@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"hap/cost"
@@ -371,13 +372,25 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 	}
 	req := ir.RequiresGrad(g)
 
-	// Tensor classes: leaves by normalised name and shape; computed tensors
-	// by their producer's class (assigned below as ops are classed).
-	key := func(name string) string {
-		if opt.NoTie {
-			return name
+	// Ops and leaves are keyed by where they sit in the graph's repeated
+	// layers, found by structure (ir.FindLayers), never by name: the
+	// corresponding ops of identical layers share a key, and every other
+	// op or leaf has one of its own. With NoTie every one has its own.
+	var layers *ir.Layers
+	if !opt.NoTie {
+		layers = ir.FindLayers(g)
+	}
+	opKey := func(id ir.OpID) string {
+		if layers != nil && layers.Ops[id].Key != "" {
+			return layers.Ops[id].Key
 		}
-		return ir.LayerTemplate(name)
+		return "op" + strconv.Itoa(int(id))
+	}
+	leafKey := func(id ir.TensorID) string {
+		if layers != nil && layers.Tensors[id].Key != "" {
+			return layers.Tensors[id].Key
+		}
+		return "t" + strconv.Itoa(int(id))
 	}
 	tkeys := map[string]int{}
 	addTensor := func(t *ir.Tensor, k string, producer, outIdx int) int {
@@ -395,12 +408,12 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 	okeys := map[string]int{}
 	for i := range g.Ops {
 		op := &g.Ops[i]
-		// An op's class key: its normalised name, kind, attributes, input
-		// shapes and input tensor classes — identical layers coincide.
+		// An op's class key: its place in the repeated layers, kind,
+		// attributes and input shapes — identical layers coincide.
 		var b strings.Builder
 		a := op.Attrs
 		a.Seed = 0 // dropout seeds differ per layer; the sharding does not
-		fmt.Fprintf(&b, "%s|%s|%+v", key(op.Name), op.Kind, a)
+		fmt.Fprintf(&b, "%s|%s|%+v", opKey(op.ID), op.Kind, a)
 		for _, t := range op.Inputs {
 			fmt.Fprintf(&b, "|%v", g.Tensors[t].Shape)
 		}
@@ -451,11 +464,11 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		}
 	}
 	e.pruneRooflines()
-	// Tensor classes: leaves by normalised name and shape, computed tensors
-	// by their producer's class and output — and both by the op classes
-	// and slots that read them, so that every instance of a class needs
-	// the same layouts (the last layer's output, read by the head rather
-	// than by another layer, is a class of its own).
+	// Tensor classes: leaves by their place in the layers and shape,
+	// computed tensors by their producer's class and output — and both by
+	// the op classes and slots that read them, so that every instance of
+	// a class needs the same layouts (the last layer's output, read by the
+	// head rather than by another layer, is a class of its own).
 	readers := make([][][2]int, len(g.Tensors))
 	for i := range g.Ops {
 		for slot, t := range g.Ops[i].Inputs {
@@ -472,7 +485,7 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if t.Kind.IsLeaf() {
-			e.tclassOf[i] = addTensor(t, "leaf:"+key(t.Name)+t.Shape.String()+t.DType.String()+readKey(t.ID), -1, -1)
+			e.tclassOf[i] = addTensor(t, "leaf:"+leafKey(t.ID)+t.Shape.String()+t.DType.String()+readKey(t.ID), -1, -1)
 		}
 	}
 	for i := range g.Ops {

@@ -19,7 +19,7 @@ import (
 // report the job's total loss (all-reduced), equal to the CPU backend's,
 // and its own rank's time only.
 func TestFakeCUDAOneRankPerProcess(t *testing.T) {
-	g, p := program(t, "mlp-tiny", "tp", "hetero-3", ir.Float32)
+	g, p := program(t, "mlp-tiny", "zero3", "hetero-3", ir.Float32)
 	oneRankEach(t, g, p, fake.Env(t), func(r int) int { return r % 2 }, fakePlan)
 }
 

@@ -87,9 +87,11 @@ func checkTolerance(t *testing.T, rep *Report, dt ir.DType) {
 // sub-group collectives on the CPU backend train exactly like one device.
 // The models' default batches leave some replicas without samples; batch
 // 12 gives every replica some, unevenly (2 or 1, or under megatron-cp in
-// proportion to throughput), cut again among ranks.
+// proportion to throughput), cut again among ranks. The transformers
+// only: megatron's tensor parallelism refuses the MLP and VGG, which have
+// no attention to split.
 func TestVerifyMegatronMesh(t *testing.T) {
-	for _, model := range []string{"mlp-tiny", "bert-base-tiny", "vit-tiny", "vgg19-tiny", "bert-moe-tiny"} {
+	for _, model := range []string{"bert-base-tiny", "vit-tiny", "bert-moe-tiny"} {
 		for _, cl := range []string{"paper-16", "paper-32"} {
 			for _, run := range []struct {
 				strategy string

@@ -5,10 +5,12 @@ import (
 	"strconv"
 )
 
-// Repeated layers are recognised by name: "layer7.attn.q" is op or tensor
-// "attn.q" of layer 7, as the zoo's models and the graphs they export name
-// them. The encoder ties the ops and tensors of repeated layers by it
-// (encode), and reports list them on one row (hap explain).
+// Layer numbers in names are a display convention only: "layer7.attn.q"
+// is op or tensor "attn.q" of layer 7, as the zoo's models and the graphs
+// they export name them, and reports print merged rows so
+// ("layer0–11.attn.q ×12"). What is tied, in the encoder and in reports,
+// is found by structure (FindLayers), whatever the names; LayerTemplate
+// and SplitLayer only read and write the convention.
 
 // layerIndex matches the layer number in names like "layer7.attn.q".
 var layerIndex = regexp.MustCompile(`layer([0-9]+)\.`)

@@ -19,15 +19,18 @@
 //
 // A strategy fixes segments, the layouts of inputs and parameters, and which
 // rules are allowed; spmd.Assemble completes the program greedily.
-// Parameters are recognised by hap's zoo naming ("attn.q.w", "ffn.fc1.w",
-// "moe.w1"); in other graphs tp and ep fall back to data parallelism.
+// What tp, megatron and ep shard is found by structure, whatever the
+// names (find.go): attention's projections by how they feed the attention
+// op, feed-forward pairs by their matmul-elementwise-matmul shape, experts
+// by what top2_gate's dispatch reaches. Where they find nothing to shard
+// they refuse with what they looked for, never running another strategy
+// in their place.
 //
 // strategy imports ir, spmd and cluster; never encode or milp.
 package strategy
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"hap/cluster"
@@ -183,67 +186,57 @@ func dataParallel(g *ir.Graph, n int, shares []float64, extra map[ir.TensorID]sp
 	return assemble(g, n, segs, extra)
 }
 
-// paramsLike returns the params whose names end with one of the suffixes.
-func paramsLike(g *ir.Graph, suffixes ...string) []ir.TensorID {
-	var out []ir.TensorID
-	for _, t := range g.TensorsOfKind(ir.Param) {
-		for _, s := range suffixes {
-			if strings.HasSuffix(g.Tensors[t].Name, s) {
-				out = append(out, t)
-				break
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
 // tensorParallel splits attention by heads and the FFN by its hidden
-// units: q, k, v and fc1 column-parallel, out and fc2 row-parallel.
+// units: q, k, v and fc1 column-parallel, out and fc2 row-parallel. What
+// it splits is found by structure (findAttention, findFeedForward); a
+// graph without attention is refused.
 func tensorParallel(g *ir.Graph, n int) (*spmd.Program, error) {
 	b, err := batchSize(g)
 	if err != nil {
 		return nil, err
 	}
-	heads, ffn := 0, 0
-	for i := range g.Ops {
-		if op := &g.Ops[i]; op.Kind == ir.OpAttention && op.Phase == ir.Forward {
-			q := g.Tensors[op.Inputs[0]].Shape
-			if len(q) == 4 {
-				heads = q[1]
-			}
-		}
-	}
-	for _, t := range paramsLike(g, "ffn.fc1.w") {
-		ffn = g.Tensors[t].Shape[1]
+	// Megatron's is the tensor parallelism of transformers: a graph
+	// without attention is refused, whatever feed-forward pairs it has (a
+	// plain MLP is a stack of them, and is data parallel's to run).
+	attn, ffn := findAttention(g), findFeedForward(g)
+	if len(attn.heads) == 0 {
+		return nil, nothingFound("tp", g.Name, "no attention op whose q, k and v are projections by 2-D parameters (x·W, + bias, split into heads by reshape and permute) and whose output is projected back by one: no transformer layer to split by heads, nor its feed-forward x·W1[d,f] (+ bias) → ReLU/GELU/… → ·W2[f,d] by hidden units")
 	}
 	segs := []spmd.Segment{{Name: "batch", Units: b, Lengths: spmd.EvenLengths(b, n)}}
 	params := map[ir.TensorID]spmd.Layout{}
-	if heads > 0 {
-		segs = append(segs, spmd.Segment{Name: "heads", Units: heads, Lengths: spmd.EvenLengths(heads, n)})
-		hs := len(segs) - 1
-		for _, t := range paramsLike(g, "attn.q.w", "attn.k.w", "attn.v.w") {
-			params[t] = spmd.G(1, hs)
+	// segment adds one segment per distinct count (heads, widths), the
+	// first named plainly and the others by their count.
+	segment := func(name string, counts []int) map[int]int {
+		at := map[int]int{}
+		for k, c := range counts {
+			nm := name
+			if k > 0 {
+				nm = fmt.Sprint(name, c)
+			}
+			segs = append(segs, spmd.Segment{Name: nm, Units: c, Lengths: spmd.EvenLengths(c, n)})
+			at[c] = len(segs) - 1
 		}
-		for _, t := range paramsLike(g, "attn.q.b", "attn.k.b", "attn.v.b") {
-			params[t] = spmd.G(0, hs)
-		}
-		for _, t := range paramsLike(g, "attn.out.w") {
-			params[t] = spmd.G(0, hs)
-		}
+		return at
 	}
-	if ffn > 0 {
-		segs = append(segs, spmd.Segment{Name: "ffn", Units: ffn, Lengths: spmd.EvenLengths(ffn, n)})
-		fs := len(segs) - 1
-		for _, t := range paramsLike(g, "ffn.fc1.w") {
-			params[t] = spmd.G(1, fs)
-		}
-		for _, t := range paramsLike(g, "ffn.fc1.b") {
-			params[t] = spmd.G(0, fs)
-		}
-		for _, t := range paramsLike(g, "ffn.fc2.w") {
-			params[t] = spmd.G(0, fs)
-		}
+	hs := segment("heads", attn.heads)
+	for _, t := range attn.qkvW {
+		params[t] = spmd.G(1, hs[attn.headsOf[t]])
+	}
+	for _, t := range attn.qkvB {
+		params[t] = spmd.G(0, hs[attn.headsOf[t]])
+	}
+	for _, t := range attn.outW {
+		params[t] = spmd.G(0, hs[attn.headsOf[t]])
+	}
+	fs := segment("ffn", ffn.widths)
+	for _, t := range ffn.w1 {
+		params[t] = spmd.G(1, fs[ffn.widthOf[t]])
+	}
+	for _, t := range ffn.b1 {
+		params[t] = spmd.G(0, fs[ffn.widthOf[t]])
+	}
+	for _, t := range ffn.w2 {
+		params[t] = spmd.G(0, fs[ffn.widthOf[t]])
 	}
 	// Inputs stay whole: every device sees the whole batch. On one device
 	// every layout is the whole tensor, and nothing then makes the greedy
@@ -281,11 +274,10 @@ func expertParallel(g *ir.Graph, n int) (*spmd.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	experts := paramsLike(g, "moe.w1", "moe.w2", "moe.b1", "moe.b2")
+	experts, e := findExperts(g)
 	if len(experts) == 0 {
-		return nil, fmt.Errorf("ep: %s has no mixture-of-experts layers (params named *.moe.w1)", g.Name)
+		return nil, nothingFound("ep", g.Name, "no mixture-of-experts layer: no top2_gate op whose dispatched tokens meet parameters with one row per expert before its combine brings them back")
 	}
-	e := g.Tensors[experts[0]].Shape[0]
 	segs := []spmd.Segment{
 		{Name: "batch", Units: b, Lengths: spmd.EvenLengths(b, n)},
 		{Name: "experts", Units: e, Lengths: spmd.EvenLengths(e, n)},

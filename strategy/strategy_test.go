@@ -119,10 +119,11 @@ func TestMegatronProportional(t *testing.T) {
 }
 
 // Every strategy builds a valid program on a one-device cluster, where
-// every layout is the whole tensor: tp (and megatron, which is tp on one
-// machine) used to leave a model without attention or FFN layers with its
-// loss in Identity, which no program may end with ("the loss ends as
-// {Identity}, not Reduce"), so `hap plan --strategy tp` refused one GPU.
+// every layout is the whole tensor (tp used to leave its loss in Identity
+// there, which no program may end with), except where it finds nothing to
+// shard: ep without mixture-of-experts layers, tp (and megatron, which is
+// tp on one machine) without attention or feed-forward layers, as in the
+// MLP and VGG, which they refuse saying so.
 func TestEveryStrategyOnOneDevice(t *testing.T) {
 	one, err := cluster.ParseCluster([]byte("name: one\nnodes:\n  - {name: a, device: H100, count: 1}\n"), "one.yaml")
 	if err != nil {
@@ -134,10 +135,16 @@ func TestEveryStrategyOnOneDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range Names() {
-			if name == "ep" && !strings.Contains(model, "moe") {
-				continue // ep needs mixture-of-experts layers
-			}
+			noTransformer := model == "mlp-tiny" || model == "vgg19-tiny"
+			refused := name == "ep" && !strings.Contains(model, "moe") ||
+				(name == "tp" || strings.HasPrefix(name, "megatron")) && noTransformer
 			p, err := Build(name, g, one)
+			if refused {
+				if err == nil || !strings.Contains(err.Error(), "shards nothing else") {
+					t.Errorf("%s on %s: %v, want a refusal saying what it looked for", name, model, err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Errorf("%s on one device: %v", name, err)
 				continue

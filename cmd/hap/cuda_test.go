@@ -47,7 +47,7 @@ func TestRunCUDAOnStandIn(t *testing.T) {
 	getenv := fake.Env(t)
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "p.json")
-	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", pairCluster(t, dir, ""), "--strategy", "tp", "-o", pf); code != 0 {
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", pairCluster(t, dir, ""), "--strategy", "zero3", "-o", pf); code != 0 {
 		t.Fatal(errs)
 	}
 	type step struct {

@@ -65,7 +65,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	if err != nil {
 		return err
 	}
-	// So are the collectives priced, for their table below.
+	// So are the collectives priced, for their table below; their rows
+	// know where their tensors sit in the repeated layers, to fold them.
+	layers := ir.FindLayers(g)
 	var rows []tableRow
 	for i := range p.Instrs {
 		ins := &p.Instrs[i]
@@ -83,7 +85,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
 		}
 		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(est.Seconds*1e3)+" ms", altText(est.Alternative, est.AltSeconds))
-		rows = append(rows, tableRow{name: t.Name, cells: cells})
+		rows = append(rows, tableRow{name: t.Name, cells: cells, layer: layers.Tensors[ins.Tensor]})
 	}
 	// clusterDevice numbers the plan's device d as the cluster does.
 	clusterDevice := func(d int) int { return d }
@@ -256,7 +258,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	}
 	b := plan.FindBottleneck(g, res)
 	b.Device = clusterDevice(b.Device)
-	if err := explainBottleneck(w, b); err != nil {
+	if err := explainBottleneck(w, b, graphLayers(g)); err != nil {
 		return err
 	}
 	explainMemoryBound(w, pl)
@@ -394,7 +396,7 @@ const bottleneckSources = 5
 
 // explainBottleneck names the busiest device, the stream that keeps it
 // busy, and the ops and tensors that take its time.
-func explainBottleneck(w io.Writer, b plan.Bottleneck) error {
+func explainBottleneck(w io.Writer, b plan.Bottleneck, where func(name string, op bool) ir.LayerPos) error {
 	stream := "compute"
 	if b.Comm > b.Compute {
 		stream = "communication"
@@ -414,7 +416,7 @@ func explainBottleneck(w io.Writer, b plan.Bottleneck) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	unit, perSecond := sim.TimeUnit(b.Step)
 	fmt.Fprintf(tw, "    source\tcompute %[1]s\tcomm %[1]s\tinstructions\tof the step\n", unit)
-	merged := mergeLayerSources(b.Sources)
+	merged := mergeLayerSources(b.Sources, where)
 	for _, s := range merged[:min(bottleneckSources, len(merged))] {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%.1f%%\n", s.text, figure(s.compute*perSecond), figure(s.comm*perSecond), s.instrs, 100*s.seconds()/b.Step)
 	}

@@ -73,6 +73,37 @@ func TestMergeLayerRows(t *testing.T) {
 	}
 }
 
+// Rows that know their place in the repeated layers (ir.FindLayers) fold
+// by it, whatever the names: "h.3." and "layers.3." read as layer
+// numbers, random names print their layers, and a name with a layer
+// number that structure puts in no layer, or in another place, stays
+// apart.
+func TestMergeLayerRowsByStructure(t *testing.T) {
+	row := func(name string, stack, layer int, key string, cells ...string) tableRow {
+		return tableRow{name: name, cells: cells, layer: ir.LayerPos{Stack: stack, Layer: layer, Key: key}}
+	}
+	in := []tableRow{
+		row("wte", -1, 0, "", "x"),
+		row("h.0.attn.w", 0, 0, "S0.3/i1", "x"), row("h.0.mlp.w", 0, 0, "S0.9/i1", "x"),
+		row("h.1.attn.w", 0, 1, "S0.3/i1", "x"), row("h.1.mlp.w", 0, 1, "S0.9/i1", "x"),
+		row("h.11.attn.w", 0, 11, "S0.3/i1", "x"),
+		row("qz", 0, 0, "S0.5/i1", "y"), row("kf", 0, 1, "S0.5/i1", "y"), row("vv", 0, 2, "S0.5/i1", "y"),
+		row("layer0.q", -1, 0, "", "z"), row("layer1.q", -1, 0, "", "z"),
+		row("layers.0.fc1.w", 1, 0, "S1.2/i1", "w"), row("layers.1.fc1.w", 1, 1, "S1.4/i1", "w"),
+	}
+	want := []string{
+		"wte|x", "h.{0–1,11}.attn.w ×3|x", "h.0–1.mlp.w ×2|x", "qz (layers 0–2) ×3|y",
+		"layer0.q|z", "layer1.q|z", "layers.0.fc1.w|w", "layers.1.fc1.w|w",
+	}
+	var got []string
+	for _, r := range mergeLayerRows(in) {
+		got = append(got, strings.Join(append([]string{r.name}, r.cells...), "|"))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+}
+
 // explain merges the collectives of identical layers and, with
 // --each-layer, lists every one.
 func TestExplainMergesIdenticalLayers(t *testing.T) {
@@ -136,7 +167,7 @@ func TestMergeLayerSources(t *testing.T) {
 		src("head5", true, 0.001, 0),
 	}
 	var got []string
-	for _, s := range mergeLayerSources(in) {
+	for _, s := range mergeLayerSources(in, nil) {
 		got = append(got, fmt.Sprintf("%s %.3f %d", s.text, s.seconds(), s.instrs))
 	}
 	want := []string{
@@ -150,7 +181,7 @@ func TestMergeLayerSources(t *testing.T) {
 	}
 	// Summed, identical layers outrank a single costlier tensor.
 	in[0].Comm = 0.03
-	if top := mergeLayerSources(in)[0].text; top != "tensor layer0–2.fc1.w ×3" {
+	if top := mergeLayerSources(in, nil)[0].text; top != "tensor layer0–2.fc1.w ×3" {
 		t.Errorf("costliest %q, want the three layers' weights", top)
 	}
 }

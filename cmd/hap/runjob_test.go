@@ -75,12 +75,13 @@ func TestWithoutFlag(t *testing.T) {
 	}
 }
 
-// planFile writes a 2-device tensor-parallel plan of mlp-tiny.
+// planFile writes a 2-device ZeRO-3 plan of mlp-tiny (collectives on
+// every step: all-gathers and reduce-scatters).
 func planFile(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "p.json")
-	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", pairCluster(t, dir, ""), "--strategy", "tp", "-o", pf); code != 0 {
+	if code, _, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", pairCluster(t, dir, ""), "--strategy", "zero3", "-o", pf); code != 0 {
 		t.Fatal(errs)
 	}
 	return pf
