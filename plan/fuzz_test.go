@@ -67,6 +67,10 @@ func FuzzPlanDocument(f *testing.F) {
 		if _, err := Simulate(in, p); err != nil {
 			return
 		}
+		// What explain does on load: re-simulate and compare.
+		if _, err := pl.Recost(in, p); err != nil {
+			t.Fatalf("a program that simulated does not re-simulate: %v", err)
+		}
 	})
 }
 
