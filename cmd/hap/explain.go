@@ -22,7 +22,7 @@ import (
 )
 
 func runExplain(e *env, args []string) error {
-	fs := flags(e, "explain", "PLAN [--ops] [--each-layer] [--each-device]")
+	fs := flags(e, "explain")
 	ops := fs.Bool("ops", false, "list every op's rule and layouts")
 	eachLayer := fs.Bool("each-layer", false, "list every collective on its own row, not one row for identical layers'")
 	eachDevice := fs.Bool("each-device", false, "list every device on its own row, not one row for consecutive devices whose figures are the same")
@@ -42,6 +42,7 @@ func runExplain(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	printWarnings(e.stderr, in.Warnings)
 	return explain(e.stdout, pl, in, p, *ops, *eachLayer, *eachDevice)
 }
 

@@ -17,7 +17,7 @@ type trainRow struct {
 }
 
 func runTrain(e *env, args []string) error {
-	fs := flags(e, "train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--json]")
+	fs := flags(e, "train")
 	model := fs.String("model", "", "zoo model name or graph JSON file")
 	steps := fs.Int("steps", 10, "training steps")
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
@@ -26,8 +26,11 @@ func runTrain(e *env, args []string) error {
 	lr := fs.Float64("lr", 1e-3, "learning rate")
 	seed := fs.Uint64("seed", 1, "seed for parameters and synthetic data")
 	asJSON := fs.Bool("json", false, "print JSON rows")
-	if err := parse(fs, args, "batch"); err != nil {
+	if err := parse(fs, args, "batch", "lr"); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *model == "" {
 		return usageErr("missing --model (a zoo name from 'hap models' or a graph JSON file)")
@@ -47,6 +50,9 @@ func runTrain(e *env, args []string) error {
 		opt = ir.SGD(*lr)
 	default:
 		return usageErr("--optimizer must be adam or sgd")
+	}
+	if err := checkModelOptions(*model, *batch, 0); err != nil {
+		return err
 	}
 	fwd, err := models.Load(*model, models.Options{Batch: *batch, DType: dt})
 	if err != nil {
