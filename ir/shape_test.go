@@ -20,7 +20,7 @@ func TestCheckedNumel(t *testing.T) {
 		{Shape{1<<25 + 1, 1 << 25}, 0, false},
 		{Shape{math.MaxInt64, 16}, 0, false},
 		{Shape{1 << 32, 1 << 32, 1 << 32}, 0, false}, // wraps to 0 in int64 arithmetic
-		{Shape{math.MaxInt64, 0}, 0, true},          // empty, however wide
+		{Shape{math.MaxInt64, 0}, 0, true},           // empty, however wide
 		{Shape{2, -1}, 0, false},
 	} {
 		n, fits := tc.s.CheckedNumel()
