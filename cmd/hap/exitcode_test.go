@@ -62,6 +62,8 @@ func TestExitStatusRule(t *testing.T) {
 		{[]string{"models", "export", "mlp-tiny", "--batch", "9223372036854775807", "-o", filepath.Join(dir, "x.json")}, usage, "--batch 9223372036854775807: more than 1048576"},
 		{[]string{"train", "--model", "mlp-tiny", "--batch", "2000000"}, usage, "--batch 2000000"},
 		{[]string{"models", "export", "mlp-tiny", "--batch", "99999999999999999999", "-o", filepath.Join(dir, "x.json")}, usage, "--batch"},
+		{[]string{"verify", plan, "--batch", "4"}, usage, "--batch shapes the plan built from --model and --cluster"},
+		{[]string{"run", plan, "--tf32"}, usage, "need --backend cuda"},
 		// Stray arguments.
 		{[]string{"version", "extra"}, usage, `unexpected argument "extra"`},
 		{[]string{"devices", "extra"}, usage, `unexpected argument "extra"`},

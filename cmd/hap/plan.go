@@ -338,6 +338,15 @@ func runVerify(e *env, args []string) error {
 	if err := parse(fs, args, append(modelPositive(), "tolerance")...); err != nil {
 		return err
 	}
+	if fs.NArg() == 1 {
+		// A plan file is made already: the flags that would make one
+		// would be ignored, so say so.
+		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction"} {
+			if fs.Changed(name) {
+				return usageErr("--%s shapes the plan built from --model and --cluster; %s is made already", name, fs.Arg(0))
+			}
+		}
+	}
 	if *tol >= 1 {
 		return usageErr("--tolerance %g: a relative error of 1 or more passes any result (the defaults are 1e-10 for float64, 1e-5 for float32)", *tol)
 	}

@@ -40,6 +40,9 @@ func runRun(e *env, args []string) error {
 	if *oneStream && *backend != "cuda" {
 		return usageErr("--one-stream needs --backend cuda (the CPU backend runs each device's ops one after another)")
 	}
+	if (*tf32 || *block != 0) && *backend != "cuda" {
+		return usageErr("--tf32 and --block tune the cuda backend's kernels: they need --backend cuda")
+	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {
 		return usageErr("--dtype must be float32 or float64")
