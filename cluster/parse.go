@@ -44,27 +44,51 @@ func (e *FileError) Error() string {
 func (e *FileError) Unwrap() error { return e.Err }
 
 // Load returns a built-in cluster by name, or else parses the cluster file at nameOrPath (YAML or
-// JSON). The error for a name that is neither lists the built-ins.
+// JSON). The error for a name that is neither lists the built-ins. It drops ParseWarn's warnings: a
+// command loading a user's cluster calls LoadWarn and shows them.
 func Load(nameOrPath string) (*Cluster, error) {
+	c, _, err := LoadWarn(nameOrPath)
+	return c, err
+}
+
+// LoadWarn is Load, with the warnings ParseWarn returns for a file (none for a built-in).
+func LoadWarn(nameOrPath string) (*Cluster, []Warning, error) {
 	if c, ok := Builtin(nameOrPath); ok {
-		return c, nil
+		return c, nil, nil
 	}
 	data, err := fileio.ReadFile(nameOrPath, fileio.MaxCluster, "cluster file")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("cluster %q: not a built-in cluster (built-ins: %s) and no such file",
+			return nil, nil, fmt.Errorf("cluster %q: not a built-in cluster (built-ins: %s) and no such file",
 				nameOrPath, strings.Join(BuiltinNames(), ", "))
 		}
-		return nil, fmt.Errorf("cluster file %s: %w", nameOrPath, err)
+		return nil, nil, fmt.Errorf("cluster file %s: %w", nameOrPath, err)
 	}
-	return ParseCluster(data, nameOrPath)
+	return ParseWarn(data, nameOrPath)
 }
 
-// ParseCluster parses a cluster file's contents (YAML, or JSON, which is read as YAML). file names the
-// source in errors and in Cluster.Source; it is not opened (nor is the profile it names). Every error
-// is a *FileError. ParseCluster never panics.
+// ParseCluster is ParseWarn without its warnings, for callers with no one to show them to (tests, fuzzing).
 func ParseCluster(data []byte, file string) (*Cluster, error) {
+	c, _, err := ParseWarn(data, file)
+	return c, err
+}
+
+// ParseWarn parses a cluster file's contents (YAML, or JSON, which is read as YAML). file names the source
+// in errors, warnings and Cluster.Source; it is not opened (nor is the profile it names). Every error
+// is a *FileError. Beside the cluster it returns warnings: the values that are legal but outside the
+// plausible range of any real link or device (MinPlausibleLinkBandwidth and the rest), each naming
+// its field and line. ParseWarn never panics.
+func ParseWarn(data []byte, file string) (*Cluster, []Warning, error) {
 	p := yamlParser{YAMLDoc{File: file}}
+	c, err := p.cluster(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, p.Warnings, nil
+}
+
+func (p *yamlParser) cluster(data []byte) (*Cluster, error) {
+	file := p.File
 	root, err := p.Document(data)
 	if err != nil {
 		return nil, err
@@ -248,11 +272,13 @@ func (p *yamlParser) linkFields(n *yaml.Node, path string, classes, extra []stri
 	if l.Bandwidth, err = p.Quantity(bw, path+".bandwidth", ParseBandwidth); err != nil {
 		return l, nil, err
 	}
+	p.Plausible(bw, path+".bandwidth", QuantityLinkBandwidth, l.Bandwidth)
 	l.Latency = DefaultLatency(l.Class)
 	if v := f["latency"]; v != nil {
 		if l.Latency, err = p.Quantity(v, path+".latency", ParseLatency); err != nil {
 			return l, nil, err
 		}
+		p.Plausible(v, path+".latency", QuantityLatency, l.Latency)
 	}
 	return l, f, nil
 }
@@ -267,21 +293,25 @@ func (p *yamlParser) overrides(n *yaml.Node, path string) (Overrides, error) {
 		if o.Memory, err = p.intQuantity(v, path+".memory", ParseBytes); err != nil {
 			return o, err
 		}
+		p.Plausible(v, path+".memory", QuantityMemory, float64(o.Memory))
 	}
 	if v := f["fp32"]; v != nil {
 		if o.FP32, err = p.Quantity(v, path+".fp32", ParseFLOPS); err != nil {
 			return o, err
 		}
+		p.Plausible(v, path+".fp32", QuantityFLOPS, o.FP32)
 	}
 	if v := f["fp16"]; v != nil {
 		if o.FP16, err = p.Quantity(v, path+".fp16", ParseFLOPS); err != nil {
 			return o, err
 		}
+		p.Plausible(v, path+".fp16", QuantityFLOPS, o.FP16)
 	}
 	if v := f["mem_bandwidth"]; v != nil {
 		if o.MemBandwidth, err = p.Quantity(v, path+".mem_bandwidth", ParseBandwidth); err != nil {
 			return o, err
 		}
+		p.Plausible(v, path+".mem_bandwidth", QuantityMemBandwidth, o.MemBandwidth)
 	}
 	return o, nil
 }

@@ -9,7 +9,12 @@ import (
 // YAMLDoc walks a YAML (or JSON) document node by node and reports problems
 // as *FileError with the file, the line and the field. The cluster parser
 // and the cost model's profile parser share it.
-type YAMLDoc struct{ File string }
+// Warnings collects what Plausible and Warnf record: values legal but
+// implausible, which the parser returns beside its value.
+type YAMLDoc struct {
+	File     string
+	Warnings []Warning
+}
 
 // Errf is a *FileError at node n (line 0 when n is nil).
 func (p YAMLDoc) Errf(n *yaml.Node, field, format string, args ...any) error {

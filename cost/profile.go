@@ -23,6 +23,9 @@ type Profile struct {
 	Links map[string]LinkProfile `json:"links,omitempty"`
 	// Source is the file the profile came from.
 	Source string `json:"-"`
+	// lines is where each entry was read, by field ("devices.V100-SXM2-16GB",
+	// "links.pcie"), for Unused's warnings.
+	lines map[string]int
 }
 
 // DeviceProfile is what was measured on one device type.
@@ -73,19 +76,77 @@ func (lp LinkProfile) apply(l link) link {
 	return l
 }
 
-// LoadProfile reads and parses a profile file.
+// LoadProfile reads and parses a profile file, dropping its warnings (LoadProfileWarn keeps them).
 func LoadProfile(path string) (*Profile, error) {
-	data, err := fileio.ReadFile(path, fileio.MaxProfile, "profile")
-	if err != nil {
-		return nil, fmt.Errorf("profile %s: %w", path, err)
-	}
-	return ParseProfile(data, path)
+	prof, _, err := LoadProfileWarn(path)
+	return prof, err
 }
 
-// ParseProfile parses a profile (YAML, or JSON read as YAML). file names the source in errors, which
-// are *cluster.FileError values with the line and field. It never panics.
+// LoadProfileWarn reads and parses a profile file, returning ParseProfileWarn's warnings with it.
+func LoadProfileWarn(path string) (*Profile, []cluster.Warning, error) {
+	data, err := fileio.ReadFile(path, fileio.MaxProfile, "profile")
+	if err != nil {
+		return nil, nil, fmt.Errorf("profile %s: %w", path, err)
+	}
+	return ParseProfileWarn(data, path)
+}
+
+// ParseProfile is ParseProfileWarn without its warnings.
 func ParseProfile(data []byte, file string) (*Profile, error) {
+	prof, _, err := ParseProfileWarn(data, file)
+	return prof, err
+}
+
+// ParseProfileWarn parses a profile (YAML, or JSON read as YAML). file names the source in errors,
+// which are *cluster.FileError values with the line and field. Beside the profile it returns warnings
+// for measured bandwidths and latencies outside the plausible range of any real memory or link
+// (cluster.MinPlausibleLinkBandwidth and the rest). It never panics.
+func ParseProfileWarn(data []byte, file string) (*Profile, []cluster.Warning, error) {
 	p := profileParser{cluster.YAMLDoc{File: file}}
+	prof, err := p.profile(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return prof, p.Warnings, nil
+}
+
+// Unused warns about the entries of p that no device or link of c reads: a device type c has none
+// of, a link class c does not use. They are legal (one lab's profile may serve several clusters) but
+// may be a profile made for another cluster, or a device misnamed.
+func (p *Profile) Unused(c *cluster.Cluster) []cluster.Warning {
+	if p == nil {
+		return nil
+	}
+	devices, links := map[string]bool{}, map[string]bool{}
+	for _, nd := range c.Nodes {
+		devices[nd.Device] = true
+		if nd.Count > 1 {
+			links[nd.Intra.Class] = true
+		}
+	}
+	if len(c.Nodes) > 1 {
+		links[c.Inter.Class] = true
+	}
+	var out []cluster.Warning
+	for _, name := range sortedKeys(p.Devices) {
+		if !devices[name] {
+			field := "devices." + name
+			out = append(out, cluster.Warning{File: p.Source, Line: p.lines[field], Field: field,
+				Msg: fmt.Sprintf("cluster %s has no %s: the entry is unused (a profile of another cluster, or a device misnamed?)", c.Name, name)})
+		}
+	}
+	for _, class := range sortedKeys(p.Links) {
+		if !links[class] {
+			field := "links." + class
+			out = append(out, cluster.Warning{File: p.Source, Line: p.lines[field], Field: field,
+				Msg: fmt.Sprintf("cluster %s has no %s link between its devices: the entry is unused", c.Name, class)})
+		}
+	}
+	return out
+}
+
+func (p *profileParser) profile(data []byte) (*Profile, error) {
+	file := p.File
 	root, err := p.Document(data)
 	if err != nil {
 		return nil, err
@@ -94,7 +155,7 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	prof := &Profile{Source: file, Devices: map[string]DeviceProfile{}, Links: map[string]LinkProfile{}}
+	prof := &Profile{Source: file, Devices: map[string]DeviceProfile{}, Links: map[string]LinkProfile{}, lines: map[string]int{}}
 	if n := f["precision"]; n != nil {
 		s, err := p.Scalar(n, "precision")
 		if err != nil {
@@ -124,6 +185,7 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 				return nil, err
 			}
 			prof.Devices[spec.Name] = dp
+			prof.lines["devices."+spec.Name] = k.Line
 		}
 	}
 	if n := f["links"]; n != nil {
@@ -149,18 +211,21 @@ func ParseProfile(data []byte, file string) (*Profile, error) {
 				if lp.Bandwidth, err = p.Quantity(v, path+".bandwidth", cluster.ParseBandwidth); err != nil {
 					return nil, err
 				}
+				p.Plausible(v, path+".bandwidth", cluster.QuantityLinkBandwidth, lp.Bandwidth)
 			}
 			if v := lf["latency"]; v != nil {
 				lat, err := p.Quantity(v, path+".latency", cluster.ParseLatency)
 				if err != nil {
 					return nil, err
 				}
+				p.Plausible(v, path+".latency", cluster.QuantityLatency, lat)
 				lp.Latency = &lat
 			}
 			if lp.Bandwidth == 0 && lp.Latency == nil {
 				return nil, p.Errf(vals[i], path, "give a bandwidth, a latency or both")
 			}
 			prof.Links[k.Value] = lp
+			prof.lines[path] = k.Line
 		}
 	}
 	return prof, nil
@@ -176,6 +241,7 @@ func (p *profileParser) device(n *yaml.Node, path string) (DeviceProfile, error)
 		if dp.MemBandwidth, err = p.Quantity(v, path+".mem_bandwidth", cluster.ParseBandwidth); err != nil {
 			return dp, err
 		}
+		p.Plausible(v, path+".mem_bandwidth", cluster.QuantityMemBandwidth, dp.MemBandwidth)
 	}
 	if v := f["classes"]; v != nil {
 		keys, vals, err := p.mapping(v, path+".classes")

@@ -107,6 +107,10 @@ func (b *Builder) leaf(kind TensorKind, name string, dt DType, shape []int) Tens
 			return NoTensor
 		}
 	}
+	if _, ok := Shape(shape).CheckedNumel(); !ok {
+		b.fail(fmt.Errorf("%s %q: shape %v has more than 2^50 elements (ir.MaxElements)", kind, full, shape))
+		return NoTensor
+	}
 	b.tensorNames[full] = true
 	id := TensorID(len(b.g.Tensors))
 	t := Tensor{ID: id, Name: full, Shape: Shape(shape).Clone(), DType: dt, Kind: kind, Producer: NoOp, NoGrad: kind != Param}
@@ -199,6 +203,10 @@ func (b *Builder) Emit(kind OpKind, attrs Attrs, inputs ...TensorID) []TensorID 
 		tname := name
 		if len(specs) > 1 {
 			tname = name + ":" + strconv.Itoa(i)
+		}
+		if _, ok := s.Shape.CheckedNumel(); !ok {
+			b.fail(fmt.Errorf("%s op %q: output %d's shape %v has more than 2^50 elements (ir.MaxElements)", kind, name, i, s.Shape))
+			return placeholder
 		}
 		tname = uniqueName(b.tensorNames, tname)
 		id := TensorID(len(b.g.Tensors))

@@ -240,6 +240,9 @@ func (g *Graph) Check() error {
 				return invalid("tensor %q has a negative dimension in shape %v", t.Name, t.Shape)
 			}
 		}
+		if _, ok := t.Shape.CheckedNumel(); !ok {
+			return invalid("tensor %q: shape %v has more than 2^50 elements (ir.MaxElements)", t.Name, t.Shape)
+		}
 		if t.Kind.IsLeaf() && t.Producer != NoOp {
 			return invalid("%s tensor %q must not be produced by an op", t.Kind, t.Name)
 		}

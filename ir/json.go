@@ -92,9 +92,6 @@ func isZeroAttrs(a *Attrs) bool {
 // ErrBadGraphJSON is wrapped by every DecodeJSON error.
 var ErrBadGraphJSON = errors.New("bad graph JSON")
 
-// maxElements bounds a declared tensor, so shape arithmetic cannot overflow.
-const maxElements = 1 << 50
-
 // DecodeJSON reads a graph JSON document. Leaf tensors (inputs, labels,
 // params, state) must be declared; computed tensors may be declared, in which
 // case their shape is checked against inference, or left out. Ops may come
@@ -140,15 +137,13 @@ func DecodeJSON(data []byte) (*Graph, error) {
 		if td.Shape == nil {
 			return nil, bad("%s: field \"shape\" is missing (use [] for a scalar)", where)
 		}
-		n := 1
 		for _, d := range td.Shape {
 			if d <= 0 {
 				return nil, bad("%s: field \"shape\" %v has a non-positive dimension", where, td.Shape)
 			}
-			if n > maxElements/d {
-				return nil, bad("%s: field \"shape\" %v has more than 2^50 elements", where, td.Shape)
-			}
-			n *= d
+		}
+		if _, ok := Shape(td.Shape).CheckedNumel(); !ok {
+			return nil, bad("%s: field \"shape\" %v has more than 2^50 elements (ir.MaxElements)", where, td.Shape)
 		}
 		switch td.Init {
 		case InitDefault, InitZeros, InitOnes, InitNormal:

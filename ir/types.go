@@ -51,6 +51,35 @@ func ParseDType(s string) (DType, error) {
 // Shape is a static tensor shape; a scalar has the empty shape.
 type Shape []int
 
+// MaxElements bounds the elements of one tensor (2^50, a petabyte or more
+// of any dtype), so that element counts, and byte sizes at 8 bytes an
+// element (2^53), never overflow int64; the builder and DecodeJSON refuse
+// a tensor above it, naming it.
+const MaxElements = 1 << 50
+
+// CheckedNumel is the number of elements, and whether it is at most
+// MaxElements with every dimension non-negative: the product is checked
+// for overflow at each step, so a shape such as [2^62, 16] reports false
+// rather than a wrapped count.
+func (s Shape) CheckedNumel() (int64, bool) {
+	for _, d := range s {
+		if d < 0 {
+			return 0, false
+		}
+		if d == 0 {
+			return 0, true // however large the others, no elements
+		}
+	}
+	n := int64(1)
+	for _, d := range s {
+		if n > MaxElements/int64(d) {
+			return 0, false
+		}
+		n *= int64(d)
+	}
+	return n, true
+}
+
 // Numel is the number of elements.
 func (s Shape) Numel() int {
 	n := 1

@@ -17,6 +17,17 @@ type Options struct {
 	DType   ir.DType // float type of parameters and activations
 }
 
+// WithExperts lists the zoo models that take an expert count.
+func WithExperts() []string {
+	var out []string
+	for _, c := range zoo() {
+		if c.Arch == ArchBERTMoE {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // Load returns the forward graph for spec: a zoo name (see Names) or the
 // path of a graph JSON file. Options other than DType cannot be applied to
 // a file, whose shapes are fixed.
@@ -25,7 +36,10 @@ func Load(spec string, opt Options) (*ir.Graph, error) {
 		if opt.Batch > 0 {
 			cfg.Batch = opt.Batch
 		}
-		if opt.Experts > 0 && cfg.Arch == ArchBERTMoE {
+		if opt.Experts > 0 {
+			if cfg.Arch != ArchBERTMoE {
+				return nil, fmt.Errorf("model %s has no experts to set (experts apply to %s models: %s)", spec, ArchBERTMoE, strings.Join(WithExperts(), ", "))
+			}
 			cfg.Experts = opt.Experts
 		}
 		cfg.DType = opt.DType
@@ -44,6 +58,9 @@ func Load(spec string, opt Options) (*ir.Graph, error) {
 	}
 	if opt.Batch > 0 {
 		return nil, fmt.Errorf("%s: --batch applies to zoo models only; a graph file fixes its shapes", spec)
+	}
+	if opt.Experts > 0 {
+		return nil, fmt.Errorf("%s: --experts applies to zoo models only; a graph file fixes its shapes", spec)
 	}
 	return g, nil
 }

@@ -92,10 +92,18 @@ func Lookup(name string) (Config, error) {
 	return Config{}, fmt.Errorf("unknown model %q (zoo: %s)", name, strings.Join(Names(), ", "))
 }
 
+// MaxBatch bounds a zoo model's global batch. The largest batches trained
+// in practice are tens of thousands of samples (ImageNet in minutes:
+// 65,536 images; LLM pre-training: a few thousand sequences of a few
+// million tokens), so 2^20 is sixteen times past any of them, and far
+// below where batch × a sample's elements could overflow the graph's
+// shape arithmetic (ir.MaxElements checks every tensor as well).
+const MaxBatch = 1 << 20
+
 // Build constructs the forward graph of cfg, ending in its loss.
 func Build(cfg Config) (*ir.Graph, error) {
-	if cfg.Batch < 1 {
-		return nil, fmt.Errorf("model %s: batch %d must be ≥ 1", cfg.Name, cfg.Batch)
+	if cfg.Batch < 1 || cfg.Batch > MaxBatch {
+		return nil, fmt.Errorf("model %s: batch %d must be in [1, %d]", cfg.Name, cfg.Batch, MaxBatch)
 	}
 	if cfg.Arch == ArchBERTMoE && (cfg.Experts < 2 || cfg.CapacityFactor <= 0) {
 		return nil, fmt.Errorf("model %s: top-2 mixture of experts needs experts ≥ 2 and capacity factor > 0, got %d and %g", cfg.Name, cfg.Experts, cfg.CapacityFactor)

@@ -2,6 +2,7 @@ package models
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"hap/ir"
@@ -104,5 +105,26 @@ func TestBERTMoEParamCount(t *testing.T) {
 		if got := count("bert-moe", e); got != want {
 			t.Errorf("bert-moe with %d experts has %d params, want %d", e, got, want)
 		}
+	}
+}
+
+// Options that cannot mean what they say are refused: experts for a model
+// without them, a batch past MaxBatch (whose shapes would overflow).
+func TestLoadRefusesMeaninglessOptions(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		opt  Options
+		want string
+	}{
+		{"mlp-tiny", Options{Experts: 4}, "has no experts"},
+		{"mlp-tiny", Options{Batch: MaxBatch + 1}, "must be in [1, 1048576]"},
+		{"bert-base-tiny", Options{Batch: math.MaxInt64}, "must be in [1, 1048576]"},
+	} {
+		if _, err := Load(tc.spec, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %+v: %v, want %q", tc.spec, tc.opt, err, tc.want)
+		}
+	}
+	if _, err := Load("mlp-tiny", Options{Batch: MaxBatch}); err != nil {
+		t.Errorf("batch MaxBatch: %v", err)
 	}
 }

@@ -274,6 +274,10 @@ type Inputs struct {
 	// and the devices of it that Cluster keeps (ClusterRef.Use).
 	Whole *cluster.Cluster
 	Use   []int
+	// Warnings are what the cluster file and the profile it names give
+	// that is legal but implausible (cluster.ParseWarn,
+	// cost.ParseProfileWarn, Profile.Unused); the command shows them.
+	Warnings []cluster.Warning
 }
 
 // OnDevices is in with the plan's devices narrowed to use, devices of the
@@ -302,10 +306,21 @@ func (in *Inputs) whole() *cluster.Cluster {
 
 // LoadInputs resolves a model spec and a cluster spec. MoE zoo models get
 // 2 × devices experts unless opt says otherwise, as in the paper.
+//
+// Inputs.Warnings lists what the cluster and its profile give that is
+// legal but implausible; an unreadable or invalid profile is an error here
+// already, not at the first cost model.
 func LoadInputs(modelSpec string, opt models.Options, clusterSpec string) (*Inputs, error) {
-	c, err := cluster.Load(clusterSpec)
+	c, warnings, err := cluster.LoadWarn(clusterSpec)
 	if err != nil {
 		return nil, err
+	}
+	if path := c.ProfilePath(); path != "" {
+		prof, more, err := cost.LoadProfileWarn(path)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s's profile: %w", c.Name, err)
+		}
+		warnings = append(append(warnings, more...), prof.Unused(c)...)
 	}
 	if cfg, err := models.Lookup(modelSpec); err == nil && cfg.Arch == models.ArchBERTMoE && opt.Experts == 0 {
 		opt.Experts = 2 * c.NumDevices()
@@ -314,7 +329,7 @@ func LoadInputs(modelSpec string, opt models.Options, clusterSpec string) (*Inpu
 	if err != nil {
 		return nil, err
 	}
-	return &Inputs{ModelSpec: modelSpec, ModelOpts: opt, Graph: g, ClusterSpec: clusterSpec, Cluster: c, Optimizer: ir.Adam(1e-3)}, nil
+	return &Inputs{ModelSpec: modelSpec, ModelOpts: opt, Graph: g, ClusterSpec: clusterSpec, Cluster: c, Optimizer: ir.Adam(1e-3), Warnings: warnings}, nil
 }
 
 // GraphHash is the SHA-256 of a forward graph's JSON.

@@ -12,7 +12,7 @@ import (
 // runBench runs a benchmark suite: every system on every case, simulated,
 // with Markdown tables and plots written to -o DIR.
 func runBench(e *env, args []string) error {
-	fs := flags(e, "bench", "--suite paper|modern|scaling|devices [-o DIR] [--json] [--node-limit N | --time-limit D]")
+	fs := flags(e, "bench")
 	suite := fs.String("suite", "", "suite to run: "+strings.Join(bench.SuiteNames(), ", "))
 	out := fs.StringP("output", "o", "", "write NAME.md, NAME.json and plots (PNG, SVG) to DIR")
 	asJSON := fs.Bool("json", false, "print the rows as JSON on stdout")

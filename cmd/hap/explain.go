@@ -22,7 +22,7 @@ import (
 )
 
 func runExplain(e *env, args []string) error {
-	fs := flags(e, "explain", "PLAN [--ops] [--each-layer] [--each-device]")
+	fs := flags(e, "explain")
 	ops := fs.Bool("ops", false, "list every op's rule and layouts")
 	eachLayer := fs.Bool("each-layer", false, "list every collective on its own row, not one row for identical layers'")
 	eachDevice := fs.Bool("each-device", false, "list every device on its own row, not one row for consecutive devices whose figures are the same")
@@ -50,6 +50,7 @@ func runExplain(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "hap explain: warning: %s records a step of %s and %d devices' figures; its program simulates to %s: the figures below are the simulation's (the plan was edited, or written by a hap whose cost model differs)\n",
 			fs.Arg(0), duration(recorded.StepSeconds), len(recorded.PerDevice), duration(pl.Cost.StepSeconds))
 	}
+	printWarnings(e.stderr, in.Warnings)
 	return explain(e.stdout, pl, in, p, *ops, *eachLayer, *eachDevice)
 }
 
@@ -153,11 +154,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 		used := p.SegmentsUsed()
 		for i, s := range pl.Ratios {
 			if i < len(used) && !used[i] {
-				fmt.Fprintf(w, "  %-8s %6d units: not cut (no layout of this plan is a Gather on it)\n", s.Name, s.Units)
+				fmt.Fprintf(w, "  s%-2d %-8s %6d units: not cut (no layout of this plan is a Gather on it)\n", i, s.Name, s.Units)
 				continue
 			}
-			fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, func(r int) string { return devs[r].Spec.Name }))
+			fmt.Fprintf(w, "  s%-2d %-8s %6d units: %s\n", i, s.Name, s.Units, runs(s.Lengths, func(r int) string { return devs[r].Spec.Name }))
 		}
+		fmt.Fprintln(w, segmentLegend)
 	}
 
 	// Rules used, by name.
@@ -221,6 +223,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the explanation: %w", err)
+	}
+	if len(rows) > 0 || listOps {
+		fmt.Fprintln(w, layoutLegend)
 	}
 	explainOrder(w, pl, ordered, orderBound)
 
@@ -441,22 +446,30 @@ func explainMesh(w io.Writer, p *spmd.Program, devs []cluster.Device) {
 		fmt.Fprintf(w, "  replica %d: devices %v (%s, machine %d)\n", r, rep, devs[rep[0]].Spec.Name, devs[rep[0]].Node)
 	}
 	replica := func(r int) string { return devs[m.Replicas[r][0]].Spec.Name }
-	fmt.Fprintf(w, "\nRatios across replicas (units per replica):\n")
-	for _, s := range m.Segments {
-		fmt.Fprintf(w, "  %-8s %6d units: %s\n", s.Name, s.Units, runs(s.Lengths, replica))
+	fmt.Fprintf(w, "\nRatios across replicas (units per replica; the segments of the axis column below):\n")
+	for i, s := range m.Segments {
+		fmt.Fprintf(w, "  s%-2d %-8s %6d units: %s\n", i, s.Name, s.Units, runs(s.Lengths, replica))
 	}
-	fmt.Fprintf(w, "\nRatios among ranks (units per rank):\n")
-	for _, s := range p.Segments {
+	fmt.Fprintf(w, "\nRatios among ranks (units per rank; the segments of the layouts column below):\n")
+	for i, s := range p.Segments {
 		if s.Within == nil {
-			fmt.Fprintf(w, "  %-8s %6d units: %v in every replica\n", s.Name, s.Units, s.Lengths)
+			fmt.Fprintf(w, "  s%-2d %-8s %6d units: %v in every replica\n", i, s.Name, s.Units, s.Lengths)
 			continue
 		}
-		fmt.Fprintf(w, "  %-8s %6d units, each replica's share of %q cut among its ranks:\n", s.Name, s.Units, m.Segments[*s.Within].Name)
+		fmt.Fprintf(w, "  s%-2d %-8s %6d units, each replica's share of %q cut among its ranks:\n", i, s.Name, s.Units, m.Segments[*s.Within].Name)
 		for r := range m.Replicas {
 			fmt.Fprintf(w, "    replica %d: %v\n", r, s.Lengths[r*p.Devices:(r+1)*p.Devices])
 		}
 	}
 }
+
+// The legends of explain's notation, printed under what uses it.
+const (
+	// segmentLegend follows a table of ratios.
+	segmentLegend = "  (sK: segment K, a way to cut tensors across devices in these proportions: batch the samples, heads the attention heads, experts the experts, wN a weight dimension N wide)"
+	// layoutLegend follows the table of collectives (and the --ops list).
+	layoutLegend = "  (layouts: Identity, every device holds the whole tensor; Reduce, each holds a partial sum; Gather(d,sK), dimension d is cut across devices in segment sK's proportions; A→B, the collective turns layout A into B)"
+)
 
 func altText(name string, t float64) string {
 	if name == "" {

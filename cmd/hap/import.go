@@ -16,7 +16,7 @@ import (
 )
 
 func runImport(e *env, args []string) error {
-	fs := flags(e, "import", "FILE.py:FACTORY [-o model.json] [--python PATH] [--raw FILE]\n       hap import TRACE.aten.json [-o model.json]   (a raw trace hap_torch wrote)\n\nFACTORY() returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nSee docs/import.md.")
+	fs := flags(e, "import")
 	out := fs.StringP("output", "o", "model.json", "graph JSON to write ('-' for stdout)")
 	py := fs.String("python", "", "Python interpreter with torch (default $HAP_PYTHON, else python3)")
 	raw := fs.String("raw", "", "also keep the raw hap.aten trace in FILE")

@@ -306,6 +306,7 @@ func TestExplainSaysWhichSegmentsAreNotCut(t *testing.T) {
 	}
 	_, ratios, _ := strings.Cut(out, "Ratios (units per device):\n")
 	ratios, _, _ = strings.Cut(ratios, "\n\n")
+	ratios, _, _ = strings.Cut(ratios, "\n"+segmentLegend)
 	lines := strings.Split(ratios, "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "batch") || strings.Contains(lines[0], "not cut") ||
 		!strings.Contains(lines[1], "spare") || !strings.Contains(lines[1], "not cut") {

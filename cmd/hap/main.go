@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"hap/bench"
 )
 
 // command is one `hap` subcommand.
@@ -36,29 +38,68 @@ type env struct {
 	getenv func(string) string
 }
 
-// errUsage marks a command-line mistake: exit status 2.
+// errUsage marks a usage mistake: exit status 2.
+//
+// The rule (README, "exit status"): a mistake hap can tell from the
+// command line alone, without reading any file, is a usage mistake (2):
+// an unknown command or flag, a missing or extra argument, a flag value
+// that is malformed, out of its range, not one of the names the flag
+// takes (a strategy, a suite, a dtype, a zoo model for models export), or
+// meaningless beside the others given (--experts for a model without
+// experts, --batch for a graph file). Anything that needs a file read —
+// a name-or-file value that is neither, a file missing, unreadable or
+// invalid, a plan that does not match its inputs — is bad input (1), as
+// is a command that fails (verify over its tolerance).
 var errUsage = errors.New("usage")
 
 func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
+// Usage fragments shared by the commands that build a model's plan.
+const (
+	// modelUsage is modelFlags' model and strategy flags.
+	modelUsage = "--model M --cluster C [--strategy S] [--batch N] [--experts E] [--optimizer adam|sgd]"
+	// searchUsage is modelFlags' flags that shape the synthesizer's search.
+	searchUsage = "[--node-limit N | --time-limit D] [--memory-fraction F] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST]"
+	// inputUsage is inputFlags': where a plan's inputs are read from.
+	inputUsage = "[--model M] [--cluster C]"
+	// modelsExportUsage is hap models export's.
+	modelsExportUsage = "NAME [--batch N] [--experts E] -o FILE"
+)
+
+// commands lists hap's commands. Each one's usage is the synopsis its
+// --help prints (flags looks it up here), and lists every flag it takes
+// (TestUsageListsEveryFlag).
 func commands() []command {
 	return []command{
-		{"models", "[--json] | models export NAME [--batch N] -o FILE", "list the model zoo, or export a model as graph JSON", runModels},
-		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH]", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
-		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
-		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
+		{"models", "[--json]\n       hap models export " + modelsExportUsage + "   (a zoo model as graph JSON)", "list the model zoo, or export a model as graph JSON", runModels},
+		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH] [--raw FILE]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY() returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
+		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--max-memory B] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
+		{"version", "[--json]", "print the versions of hap, Go and the solvers (also hap --version)", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},
-		{"clusters", "[--json]", "built-in clusters", runClusters},
-		{"plan", "--model M --cluster C [--strategy S] [--time-limit D] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
-		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
-		{"simulate", "PLAN [--trace FILE] [--search-order]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
-		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
-		{"run", "PLAN --backend cpu|cuda [--nproc N] [--steps K]", "execute training steps of a plan", runRun},
-		{"bench", "[--suite paper|modern|scaling] [-o DIR] [--json]", "plans vs baselines: tables and plots", runBench},
-		{"profile", "--backend cuda -o FILE", "measure op throughput and collective bandwidth", runProfile},
+		{"clusters", "[NAME...] [--json]", "built-in clusters (--json: as cluster files)", runClusters},
+		{"plan", modelUsage + " " + searchUsage + " [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
+		{"verify", "(PLAN " + inputUsage + " | " + modelUsage + " " + searchUsage + ") [--steps K] [--dtype float64|float32] [--tolerance X] [--max-memory B] [--json]", "check a plan against single-device training on the CPU", runVerify},
+		{"simulate", "PLAN " + inputUsage + " [--trace FILE] [--json] [--each-device] [--search-order [--order-window N] [--order-budget N] [-o FILE]]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
+		{"explain", "PLAN " + inputUsage + " [--ops] [--each-layer] [--each-device]", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
+		{"run", "PLAN " + inputUsage + " [--backend cpu|cuda] [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--one-stream] [--max-memory B] [--json]", "execute training steps of a plan", runRun},
+		{"bench", "--suite " + strings.Join(bench.SuiteNames(), "|") + " [-o DIR] [--json] [--node-limit N | --time-limit D]", "plans vs baselines: tables and plots", runBench},
+		{"profile", "--backend cuda -o FILE [--model M] [--batch N] [--device-type T] [--link nvlink|pcie] [--repeat R] [--block N] [--json]", "measure op throughput and collective bandwidth", runProfile},
 	}
+}
+
+// usageOf is the synopsis of command name ("models export" included).
+func usageOf(name string) string {
+	if name == "models export" {
+		return modelsExportUsage
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.usage
+		}
+	}
+	panic("hap: no command " + name) // a programmer error
 }
 
 func main() {
@@ -81,6 +122,10 @@ func dispatch(e *env, args []string) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printHelp(e.stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		// As users of other tools expect: the same as hap version.
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -117,7 +162,7 @@ func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), 
 
 func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "hap synthesizes SPMD distributed training programs for heterogeneous GPU clusters.")
-	fmt.Fprintln(w, "\nUsage: hap COMMAND [flags]   (hap COMMAND --help for its flags)")
+	fmt.Fprintln(w, "\nUsage: hap COMMAND [flags]   (hap COMMAND --help for its flags; hap --version)")
 	fmt.Fprintln(w, "\nCommands:")
 	cs := commands()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
@@ -126,9 +171,11 @@ func printHelp(w io.Writer) {
 	}
 }
 
-// flags makes a flag set that reports errors instead of exiting and prints
-// its help to stdout on --help.
-func flags(e *env, name, usage string) *pflag.FlagSet {
+// flags makes command name's flag set, which reports errors instead of
+// exiting and prints its help (usageOf(name) and the flags) to stdout on
+// --help.
+func flags(e *env, name string) *pflag.FlagSet {
+	usage := usageOf(name)
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
@@ -141,13 +188,18 @@ func flags(e *env, name, usage string) *pflag.FlagSet {
 }
 
 // parse parses args, turning flag errors into usage errors and --help into
-// printed help.
+// printed help, and refuses an empty string or a non-finite float given
+// to any flag (checkFlagValues) and a value of zero or less given to a
+// flag among positive.
 func parse(fs *pflag.FlagSet, args []string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err // pflag has printed the help
 		}
 		return usageErr("%v", err)
+	}
+	if err := checkFlagValues(fs); err != nil {
+		return err
 	}
 	return explicitZero(fs, positive...)
 }
@@ -173,6 +225,9 @@ func explicitZero(fs *pflag.FlagSet, names ...string) error {
 		case "duration":
 			d, err := time.ParseDuration(v)
 			positive = err == nil && d > 0
+		case "float64":
+			x, err := strconv.ParseFloat(v, 64)
+			positive = err == nil && x > 0
 		default:
 			panic("hap: explicitZero: --" + name + " is a " + f.Value.Type()) // a programmer error
 		}

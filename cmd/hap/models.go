@@ -17,7 +17,7 @@ func runModels(e *env, args []string) error {
 	if len(args) > 0 && args[0] == "export" {
 		return runModelsExport(e, args[1:])
 	}
-	fs := flags(e, "models", "[--json]\n       hap models export NAME [--batch N] [--experts E] -o FILE   (a zoo model as graph JSON)")
+	fs := flags(e, "models")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -49,7 +49,7 @@ func runModels(e *env, args []string) error {
 }
 
 func runModelsExport(e *env, args []string) error {
-	fs := flags(e, "models export", "NAME [--batch N] [--experts E] -o FILE")
+	fs := flags(e, "models export")
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
 	experts := fs.Int("experts", 0, "MoE experts (default: the model's)")
 	out := fs.StringP("output", "o", "", "output file ('-' for stdout)")
@@ -64,6 +64,9 @@ func runModelsExport(e *env, args []string) error {
 	}
 	if _, err := models.Lookup(fs.Arg(0)); err != nil {
 		return usageErr("%v", err)
+	}
+	if err := checkModelOptions(fs.Arg(0), *batch, *experts); err != nil {
+		return err
 	}
 	g, err := models.Load(fs.Arg(0), models.Options{Batch: *batch, Experts: *experts})
 	if err != nil {

@@ -51,6 +51,8 @@ type modelFlags struct {
 	// (plan.SynthesizeOnDevices): all, machines, types or kinds; or lists the
 	// devices to plan on (plan.ParseDeviceList).
 	devices string
+	// warn is where build writes the inputs' warnings (plan.Inputs.Warnings).
+	warn io.Writer
 }
 
 // modelPositive names modelFlags' flags whose 0 means "the default", so
@@ -84,9 +86,18 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if !(m.memoryFraction > 0 && m.memoryFraction <= 1) {
 		return nil, usageErr("--memory-fraction %g: want a share of each device's memory, in (0, 1]", m.memoryFraction)
 	}
+	if err := checkStrategy(m.strategy); err != nil {
+		return nil, err
+	}
+	if err := checkModelOptions(m.model, m.batch, m.experts); err != nil {
+		return nil, err
+	}
 	in, err := plan.LoadInputs(m.model, models.Options{Batch: m.batch, Experts: m.experts}, m.cluster)
 	if err != nil {
 		return nil, err
+	}
+	if m.warn != nil {
+		printWarnings(m.warn, in.Warnings)
 	}
 	switch m.optimizer {
 	case "adam":
@@ -169,8 +180,8 @@ func (m *modelFlags) synthesize(ctx context.Context, in *plan.Inputs, untie plan
 }
 
 func runPlan(e *env, args []string) error {
-	fs := flags(e, "plan", "--model M --cluster C [--strategy S] [--batch N] [--node-limit N | --time-limit D] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST] [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]")
-	m := modelFlags{progress: e.progressWriter()}
+	fs := flags(e, "plan")
+	m := modelFlags{progress: e.progressWriter(), warn: e.stderr}
 	m.register(fs)
 	var o orderFlags
 	o.register(fs, "and record the best order found in the plan (comm_order) with the step simulated under it; the plan's proven bound then holds over every plan in every issue order")
@@ -179,7 +190,7 @@ func runPlan(e *env, args []string) error {
 	rounds := fs.Int("order-rounds", 0, "with --search-order: then search programs, lengths and orders together for up to N rounds, each a node-limited any-order MILP less the plans already priced, and an order search for its answer (exact when it ends before N; for small models: on full-size ones a round costs a joint MILP and an order search, over ten minutes on bert-moe paper-8, and has found no other plan)")
 	out := fs.StringP("output", "o", "", "write the plan to FILE")
 	asJSON := fs.Bool("json", false, "print the plan document on stdout")
-	if err := parse(fs, args, append(modelPositive(), "bound-lps")...); err != nil {
+	if err := parse(fs, args, append(modelPositive(), "bound-lps", "order-rounds")...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -343,8 +354,8 @@ func readPlan(path string, f inputFlags) (*plan.Plan, error) {
 }
 
 func runVerify(e *env, args []string) error {
-	fs := flags(e, "verify", "(PLAN | --model M --cluster C --strategy S) [--steps K] [--dtype float64|float32] [--json]")
-	var m modelFlags
+	fs := flags(e, "verify")
+	m := modelFlags{warn: e.stderr}
 	m.register(fs)
 	steps := fs.Int("steps", 2, "training steps to compare")
 	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
@@ -352,8 +363,20 @@ func runVerify(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	var mem maxMemory
 	mem.register(fs)
-	if err := parse(fs, args, modelPositive()...); err != nil {
+	if err := parse(fs, args, append(modelPositive(), "tolerance")...); err != nil {
 		return err
+	}
+	if fs.NArg() == 1 {
+		// A plan file is made already: the flags that would make one
+		// would be ignored, so say so.
+		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction"} {
+			if fs.Changed(name) {
+				return usageErr("--%s shapes the plan built from --model and --cluster; %s is made already", name, fs.Arg(0))
+			}
+		}
+	}
+	if *tol >= 1 {
+		return usageErr("--tolerance %g: a relative error of 1 or more passes any result (the defaults are 1e-10 for float64, 1e-5 for float32)", *tol)
 	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {
@@ -375,6 +398,9 @@ func runVerify(e *env, args []string) error {
 	in, p, err := pl.Resolve()
 	if err != nil {
 		return err
+	}
+	if fs.NArg() == 1 {
+		printWarnings(e.stderr, in.Warnings) // a plan built above has printed its own
 	}
 	g, err := models.Load(in.ModelSpec, models.Options{Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts, DType: dt})
 	if err != nil {
@@ -476,7 +502,7 @@ func (o *orderFlags) run(pl *plan.Plan, in *plan.Inputs, p *spmd.Program, limit 
 const orderTimeShare = 4
 
 func runSimulate(e *env, args []string) error {
-	fs := flags(e, "simulate", "PLAN [--trace FILE] [--json] [--each-device] [--search-order [--order-window N] [--order-budget N] [-o FILE]]")
+	fs := flags(e, "simulate")
 	trace := fs.String("trace", "", "write a Chrome trace (open in Perfetto)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	eachDevice := fs.Bool("each-device", false, "list every device on its own row (by default consecutive devices with the same figures share one)")
@@ -510,6 +536,7 @@ func runSimulate(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	printWarnings(e.stderr, in.Warnings)
 	var searched *order.Result
 	var res *sim.Result
 	if o.search {
@@ -612,10 +639,13 @@ func describeOrder(r *order.Result, searched string) string {
 }
 
 func runDevices(e *env, args []string) error {
-	fs := flags(e, "devices", "[--json]")
+	fs := flags(e, "devices")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *asJSON {
 		return writeJSON(e, cluster.Catalog())
@@ -624,23 +654,30 @@ func runDevices(e *env, args []string) error {
 }
 
 func runClusters(e *env, args []string) error {
-	fs := flags(e, "clusters", "[--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
+	fs := flags(e, "clusters")
+	asJSON := fs.Bool("json", false, "print JSON: a list of cluster files, or with one NAME that cluster's file (hap clusters --json NAME > my.json, then edit it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cs := cluster.Builtins()
+	if fs.NArg() > 0 {
+		cs = nil
+		for _, name := range fs.Args() {
+			c, ok := cluster.Builtin(name)
+			if !ok {
+				return usageErr("%q is not a built-in cluster (built-ins: %s)", name, strings.Join(cluster.BuiltinNames(), ", "))
+			}
+			cs = append(cs, c)
+		}
+	}
 	if *asJSON {
-		type row struct {
-			*cluster.Cluster
-			Devices int    `json:"devices"`
-			Summary string `json:"summary"`
+		// Each a cluster file as it is (docs/cluster-format.md, "JSON
+		// form"): nothing but the cluster's own fields, so that it loads
+		// back as the same cluster, hash and all.
+		if fs.NArg() == 1 {
+			return writeJSON(e, cs[0])
 		}
-		var rows []row
-		for _, c := range cs {
-			rows = append(rows, row{c, c.NumDevices(), c.Summary()})
-		}
-		return writeJSON(e, rows)
+		return writeJSON(e, cs)
 	}
 	return cluster.FormatClusters(e.stdout, cs)
 }

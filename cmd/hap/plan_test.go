@@ -104,7 +104,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 	}{
 		{[]string{"plan", "--model", "mlp-tiny"}, 2, "need --model and --cluster"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--time-limit", "-3s"}, 2, "--time-limit"},
-		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "zero9"}, 1, `unknown strategy "zero9"`},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "zero9"}, 2, `--strategy "zero9": unknown`},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "nowhere", "--strategy", "dp-ev"}, 1, "nowhere"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "ep"}, 1, "no mixture-of-experts"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "modern-24", "--strategy", "tp"}, 1, "tp: graph mlp-tiny has no attention op"},
@@ -115,7 +115,7 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 		{[]string{"simulate", bad, "--order-window", "3"}, 2, "need --search-order"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--order-rounds", "3"}, 2, "--order-rounds continues the synthesizer's --search-order"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--search-order", "--order-rounds", "3"}, 2, "--order-rounds continues"},
-		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds must be at least 1"},
+		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "-1"}, 2, "--order-rounds -1: must be positive"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--search-order", "--order-rounds", "3", "--time-limit", "5s"}, 2, "--order-rounds is bounded by its rounds and nodes, not by the clock"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--strategy", "dp-ev", "--devices", "all"}, 2, "--devices shape the synthesizer's search"},
 		{[]string{"plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "some"}, 2, `--devices "some": want all, machines, types or kinds, or a list of devices`},

@@ -20,7 +20,7 @@ import (
 )
 
 func runRun(e *env, args []string) error {
-	fs := flags(e, "run", "PLAN --backend cpu|cuda [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--one-stream] [--json]")
+	fs := flags(e, "run")
 	backend := fs.String("backend", "cpu", "cpu (virtual devices in this process) or cuda (one local GPU per plan device; one process per GPU under torchrun-style or SLURM launcher variables)")
 	nproc := fs.Int("nproc", 0, "cuda: start N processes on this machine, one per plan device and GPU (like torchrun --nproc_per_node)")
 	steps := fs.Int("steps", 3, "training steps, each on hap train's synthetic batch (the losses match hap train's)")
@@ -42,6 +42,9 @@ func runRun(e *env, args []string) error {
 	if *oneStream && *backend != "cuda" {
 		return usageErr("--one-stream needs --backend cuda (the CPU backend runs each device's ops one after another)")
 	}
+	if (*tf32 || *block != 0) && *backend != "cuda" {
+		return usageErr("--tf32 and --block tune the cuda backend's kernels: they need --backend cuda")
+	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {
 		return usageErr("--dtype must be float32 or float64")
@@ -52,6 +55,12 @@ func runRun(e *env, args []string) error {
 	if *block != 0 && (*block < 32 || *block > 1024 || *block&(*block-1) != 0) {
 		return usageErr("--block must be a power of two in [32, 1024]")
 	}
+	if *backend != "cpu" && *backend != "cuda" {
+		return usageErr("--backend must be cpu or cuda")
+	}
+	if *nproc != 0 && *backend != "cuda" {
+		return usageErr("--nproc needs --backend cuda")
+	}
 	pl, err := readPlan(fs.Arg(0), inputs)
 	if err != nil {
 		return err
@@ -60,6 +69,7 @@ func runRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	printWarnings(e.stderr, in.Warnings)
 	if *nproc != 0 {
 		if *backend != "cuda" {
 			return usageErr("--nproc needs --backend cuda")
@@ -169,7 +179,7 @@ func openCUDA(e *env) (*cuda.Runtime, error) {
 }
 
 func runProfile(e *env, args []string) error {
-	fs := flags(e, "profile", "--backend cuda -o FILE [--model M] [--batch N] [--device-type T] [--link nvlink|pcie] [--repeat R] [--json]")
+	fs := flags(e, "profile")
 	backend := fs.String("backend", "cuda", "cuda")
 	out := fs.StringP("output", "o", "", "profile file to write")
 	model := fs.String("model", "bert-base", "zoo model or graph file whose training-step ops are timed")
@@ -181,6 +191,9 @@ func runProfile(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the measurements as JSON")
 	if err := parse(fs, args, "batch", "block"); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *backend != "cuda" {
 		return usageErr("--backend must be cuda (the CPU backend is not a profiling target)")
@@ -199,6 +212,14 @@ func runProfile(e *env, args []string) error {
 	}
 	if *block != 0 && (*block < 32 || *block > 1024 || *block&(*block-1) != 0) {
 		return usageErr("--block must be a power of two in [32, 1024]")
+	}
+	if *devType != "" {
+		if _, ok := cluster.LookupDevice(*devType); !ok {
+			return usageErr("--device-type %q: not in the catalog (hap devices lists it)", *devType)
+		}
+	}
+	if err := checkModelOptions(*model, *batch, 0); err != nil {
+		return err
 	}
 	rt, err := openCUDA(e)
 	if err != nil {

@@ -18,7 +18,7 @@ type trainRow struct {
 }
 
 func runTrain(e *env, args []string) error {
-	fs := flags(e, "train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--json]")
+	fs := flags(e, "train")
 	model := fs.String("model", "", "zoo model name or graph JSON file")
 	steps := fs.Int("steps", 10, "training steps")
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
@@ -29,8 +29,11 @@ func runTrain(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON rows")
 	var mem maxMemory
 	mem.register(fs)
-	if err := parse(fs, args, "batch"); err != nil {
+	if err := parse(fs, args, "batch", "lr"); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	maxMem, err := mem.bytes()
 	if err != nil {
@@ -54,6 +57,9 @@ func runTrain(e *env, args []string) error {
 		opt = ir.SGD(*lr)
 	default:
 		return usageErr("--optimizer must be adam or sgd")
+	}
+	if err := checkModelOptions(*model, *batch, 0); err != nil {
+		return err
 	}
 	fwd, err := models.Load(*model, models.Options{Batch: *batch, DType: dt})
 	if err != nil {

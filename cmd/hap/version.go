@@ -17,10 +17,13 @@ type versionInfo struct {
 }
 
 func runVersion(e *env, args []string) error {
-	fs := flags(e, "version", "[--json]")
+	fs := flags(e, "version")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	v := versionInfo{Hap: plan.HapVersion(), Go: runtime.Version(), Z3: z3.Version(), CBC: cbc.Version()}
 	if *asJSON {
