@@ -317,15 +317,27 @@ func readPlan(path string, f inputFlags) (*plan.Plan, error) {
 }
 
 func runVerify(e *env, args []string) error {
-	fs := flags(e, "verify", "(PLAN | --model M --cluster C --strategy S) [--steps K] [--dtype float64|float32] [--json]")
+	fs := flags(e, "verify", "(PLAN | --model M --cluster C --strategy S) [--steps K] [--dtype float64|float32] [--json]\n       hap verify --against-torch DIR --model model.json [--json]   (an imported graph against PyTorch; docs/import.md)")
 	var m modelFlags
 	m.register(fs)
 	steps := fs.Int("steps", 2, "training steps to compare")
 	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
-	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype)")
+	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype; with --against-torch, torchref.Tolerance)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	against := fs.String("against-torch", "", "check the single-device step of --model (a graph hap import wrote) against the PyTorch reference DIR that hap import --reference wrote: loss and every gradient")
 	if err := parse(fs, args, modelPositive()...); err != nil {
 		return err
+	}
+	if *against != "" {
+		for _, f := range []string{"cluster", "strategy", "steps", "dtype", "batch", "experts"} {
+			if fs.Changed(f) {
+				return usageErr("--against-torch checks one float64 step of the model on the CPU: --%s does not apply", f)
+			}
+		}
+		if fs.NArg() > 0 || m.model == "" {
+			return usageErr("--against-torch DIR takes --model (the graph hap import wrote), not a plan")
+		}
+		return verifyAgainstTorch(e, m.model, *against, *tol, *asJSON)
 	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {
