@@ -434,6 +434,9 @@ def write_reference(model, inputs, loss, outdir, name=None, seed=None):
     doc = {"format": REF_FORMAT, "version": REF_VERSION, "name": name or type(model).__name__,
            "torch": torch.__version__, "seed": seed, "loss": float(out.item()),
            "dropout_zeroed": dropped, "tensors": entries}
-    with open(os.path.join(outdir, REF_MANIFEST), "w") as f:
-        json.dump(doc, f, indent=1, allow_nan=False)
-        f.write("\n")
+    tensors = doc.pop("tensors")
+    head = json.dumps(doc, allow_nan=False)[:-1]
+    with open(os.path.join(outdir, REF_MANIFEST), "w") as f:  # one tensor a line
+        f.write(head + ',\n "tensors": [\n  ')
+        f.write(",\n  ".join(json.dumps(e) for e in tensors))
+        f.write("\n ]}\n")
