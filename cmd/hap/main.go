@@ -46,13 +46,13 @@ func usageErr(format string, args ...any) error {
 func commands() []command {
 	return []command{
 		{"models", "[--json] | models export NAME [--batch N] -o FILE", "list the model zoo, or export a model as graph JSON", runModels},
-		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH]", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
+		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH] [--reference DIR]", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},
 		{"clusters", "[--json]", "built-in clusters", runClusters},
 		{"plan", "--model M --cluster C [--strategy S] [--time-limit D] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
-		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K]", "check a plan against single-device training on the CPU", runVerify},
+		{"verify", "(PLAN | --model M --cluster C --strategy S) [--steps K] | --against-torch DIR --model M", "check a plan against single-device training on the CPU, or an imported model against PyTorch", runVerify},
 		{"simulate", "PLAN [--trace FILE] [--search-order]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
 		{"explain", "PLAN", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
 		{"run", "PLAN --backend cpu|cuda [--nproc N] [--steps K]", "execute training steps of a plan", runRun},

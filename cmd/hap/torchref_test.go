@@ -12,13 +12,17 @@ import (
 	"hap/torchref"
 )
 
-// importWithReference runs hap import FILE.py:FACTORY --reference on an
-// example factory and returns the graph and the reference directory.
+// importWithReference runs hap import FILE.py:FACTORY --reference on a
+// factory (a file of examples/torch, or a path from here) and returns the
+// graph and the reference directory.
 func importWithReference(t *testing.T, py, factory string) (graph, ref string) {
 	t.Helper()
 	dir := t.TempDir()
 	file, fn, _ := strings.Cut(factory, ":")
-	abs, err := filepath.Abs(filepath.Join("../../examples/torch", file))
+	if !strings.Contains(file, "/") {
+		file = filepath.Join("../../examples/torch", file)
+	}
+	abs, err := filepath.Abs(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +61,10 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"mlp.py:model", 6, 1},
 		{"vgg_cifar.py:narrow", 22, 2},
 		{"transformer_encoder.py:model", 39, 9},
+		{"testdata/torchref/ops.py:mixed", 33, 6},
+		{"testdata/torchref/ops.py:cnn", 5, 0},
 	} {
-		t.Run(c.factory, func(t *testing.T) {
+		t.Run(filepath.Base(c.factory), func(t *testing.T) {
 			graph, ref := importWithReference(t, py, c.factory)
 			code, rep, errs := checkAgainstTorch(t, graph, ref)
 			if code != 0 || rep == nil {
