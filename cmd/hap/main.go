@@ -74,13 +74,13 @@ const (
 func commands() []command {
 	return []command{
 		{"models", "[--json]\n       hap models export " + modelsExportUsage + "   (a zoo model as graph JSON)", "list the model zoo, or export a model as graph JSON", runModels},
-		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH] [--raw FILE]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY() returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
+		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH] [--raw FILE] [--reference DIR]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY() returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--max-memory B] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers (also hap --version)", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},
 		{"clusters", "[NAME...] [--json]", "built-in clusters (--json: as cluster files)", runClusters},
 		{"plan", modelUsage + " " + searchUsage + " [--bound-lps N] [--record-time] [--search-order [--order-window N] [--order-budget N] [--order-rounds N]] [-o FILE] [--json]", "synthesize a distributed training plan", runPlan},
-		{"verify", "(PLAN " + inputUsage + " | " + modelUsage + " " + searchUsage + ") [--steps K] [--dtype float64|float32] [--tolerance X] [--max-memory B] [--json]", "check a plan against single-device training on the CPU", runVerify},
+		{"verify", "(PLAN " + inputUsage + " | " + modelUsage + " " + searchUsage + ") [--steps K] [--dtype float64|float32] [--tolerance X] [--max-memory B] [--json]\n       hap verify --against-torch DIR --model model.json [--tolerance X] [--json]   (an imported graph against PyTorch; docs/import.md)", "check a plan against single-device training on the CPU, or an imported model against PyTorch", runVerify},
 		{"simulate", "PLAN " + inputUsage + " [--trace FILE] [--json] [--each-device] [--search-order [--order-window N] [--order-budget N] [-o FILE]]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
 		{"explain", "PLAN " + inputUsage + " [--ops] [--each-layer] [--each-device]", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
 		{"run", "PLAN " + inputUsage + " [--backend cpu|cuda] [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--one-stream] [--max-memory B] [--json]", "execute training steps of a plan", runRun},

@@ -359,12 +359,27 @@ func runVerify(e *env, args []string) error {
 	m.register(fs)
 	steps := fs.Int("steps", 2, "training steps to compare")
 	dtype := fs.String("dtype", "float64", "float64 (tolerance 1e-10) or float32 (1e-5)")
-	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype)")
+	tol := fs.Float64("tolerance", 0, "maximum relative error (default by dtype; with --against-torch, torchref.Tolerance)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	against := fs.String("against-torch", "", "check the single-device step of --model (a graph hap import wrote) against the PyTorch reference DIR that hap import --reference wrote: loss and every gradient")
 	var mem maxMemory
 	mem.register(fs)
 	if err := parse(fs, args, append(modelPositive(), "tolerance")...); err != nil {
 		return err
+	}
+	if *tol >= 1 {
+		return usageErr("--tolerance %g: a relative error of 1 or more passes any result (the defaults are 1e-10 for float64, 1e-5 for float32)", *tol)
+	}
+	if *against != "" {
+		for _, f := range []string{"cluster", "strategy", "steps", "dtype", "batch", "experts", "max-memory"} {
+			if fs.Changed(f) {
+				return usageErr("--against-torch checks one float64 step of the model on the CPU: --%s does not apply", f)
+			}
+		}
+		if fs.NArg() > 0 || m.model == "" {
+			return usageErr("--against-torch DIR takes --model (the graph hap import wrote), not a plan")
+		}
+		return verifyAgainstTorch(e, m.model, *against, *tol, *asJSON)
 	}
 	if fs.NArg() == 1 {
 		// A plan file is made already: the flags that would make one
@@ -374,9 +389,6 @@ func runVerify(e *env, args []string) error {
 				return usageErr("--%s shapes the plan built from --model and --cluster; %s is made already", name, fs.Arg(0))
 			}
 		}
-	}
-	if *tol >= 1 {
-		return usageErr("--tolerance %g: a relative error of 1 or more passes any result (the defaults are 1e-10 for float64, 1e-5 for float32)", *tol)
 	}
 	dt, err := ir.ParseDType(*dtype)
 	if err != nil || !dt.IsFloat() {

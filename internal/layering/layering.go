@@ -70,6 +70,7 @@ func Packages() []Package {
 		{Path: "hap/spmd", Layer: 2, Forbidden: []string{"hap/cost", "hap/milp"}, Why: "SPMD semantics: what a distributed program means, not what it costs"},
 		{Path: "hap/devprog", Layer: 2, Forbidden: []string{"hap/spmd", "hap/encode", "hap/milp", "hap/lower"}, Why: "the per-device program format, which the simulator and runtimes consume"},
 		{Path: "hap/models", Layer: 2, Why: "the model zoo"},
+		{Path: "hap/torchref", Layer: 2, Forbidden: []string{"hap/spmd", "hap/cost"}, Why: "the reference check: an imported graph's CPU step against PyTorch's loss and gradients"},
 		{Path: "hap/nccl", Layer: 2, Why: "NCCL bindings"},
 		{Path: "hap/cuda/cudatest", Layer: 2, Why: "CUDA test helpers"},
 

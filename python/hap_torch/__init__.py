@@ -9,4 +9,4 @@ tensors (no weights are allocated); `hap import` turns the raw file into hap's
 graph JSON. The format is described in docs/import.md.
 """
 
-from .export import export, export_factory, trace, FORMAT, VERSION  # noqa: F401
+from .export import export, export_factory, export_reference, write_reference, trace, FORMAT, VERSION  # noqa: F401

@@ -343,3 +343,100 @@ def _document(gm, leaves, name):
     return {"format": FORMAT, "version": VERSION, "name": name,
             "torch": torch.__version__, "placeholders": placeholders,
             "nodes": nodes, "loss": out}
+
+
+# ---- the reference check (hap verify --against-torch) ----
+
+REF_FORMAT = "hap.reference"
+REF_VERSION = 1
+REF_MANIFEST = "manifest.json"
+
+
+def _neutralise_dropout(model):
+    """Make every dropout of model the identity while it stays in training
+    mode: nn.Dropout* modules get p = 0, nn.MultiheadAttention its attention
+    dropout 0. Returns the paths of the modules changed. (A functional
+    F.dropout with a literal p inside forward is out of reach.)"""
+    changed = []
+    for path, m in model.named_modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            if m.p != 0:
+                m.p = 0.0
+                changed.append(path)
+        elif isinstance(m, torch.nn.MultiheadAttention) and m.dropout != 0:
+            m.dropout = 0.0
+            changed.append(path)
+    return changed
+
+
+def _write_tensor(outdir, role, name, t, entries):
+    t = t.detach().cpu().contiguous()
+    if t.is_floating_point():
+        t, dt = t.to(torch.float64), "float64"
+    elif t.dtype == torch.int64 or t.dtype == torch.int32:
+        t, dt = t.to(torch.int64), "int64"
+    else:
+        raise TypeError(f"{role} {name!r} is {_dtype(t.dtype)}; the reference holds float64 and int64 tensors")
+    fname = f"{role}.{name}.bin"
+    if "/" in fname or fname.startswith("."):
+        raise ValueError(f"{role} name {name!r} cannot name a file")
+    data = t.numpy().astype("<f8" if dt == "float64" else "<i8", copy=False).tobytes()
+    with open(os.path.join(outdir, fname), "wb") as f:
+        f.write(data)
+    entries.append({"role": role, "name": name, "dtype": dt,
+                    "shape": [int(d) for d in t.shape], "file": fname})
+
+
+def export_reference(spec, outdir, seed=0):
+    """Call FILE.py:FACTORY with real tensors (torch seeded with seed), make
+    the model float64 with its dropout the identity, run one forward and
+    backward of loss(model, *inputs) and write outdir: manifest.json and
+    one raw little-endian file per tensor (docs/import.md, "The reference
+    check")."""
+    fn, name = _load_factory(spec)
+    torch.manual_seed(seed)
+    got = fn()
+    if not (isinstance(got, (tuple, list)) and len(got) == 3):
+        raise TypeError(f"{name}() must return (model, inputs, loss), got {type(got).__name__}")
+    model, inputs, loss = got
+    write_reference(model, inputs, loss, outdir, name=name, seed=seed)
+
+
+def write_reference(model, inputs, loss, outdir, name=None, seed=None):
+    """The reference of export_reference for a real model and inputs: model
+    is converted to float64 and its dropout zeroed in place."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if any(isinstance(t, FakeTensor) for t in list(model.parameters()) + list(model.buffers())):
+        raise TypeError("the reference needs real weights; call the factory outside FakeTensorMode")
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    model = model.double()
+    dropped = _neutralise_dropout(model)
+    inputs = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+    model.zero_grad(set_to_none=True)
+    out = loss(model, *inputs)
+    if not isinstance(out, torch.Tensor) or out.dim() != 0:
+        raise ValueError("loss(model, *inputs) must return a scalar tensor")
+    out.backward()
+    os.makedirs(outdir, exist_ok=True)
+    entries = []
+    for n, p in model.named_parameters():
+        _write_tensor(outdir, "param", n, p, entries)
+    for n, b in model.named_buffers():
+        _write_tensor(outdir, "buffer", n, b, entries)
+    in_names = _loss_arg_names(loss, len(inputs))
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            _write_tensor(outdir, "input", in_names[i], x, entries)
+    for n, p in model.named_parameters():
+        if p.grad is not None:
+            _write_tensor(outdir, "grad", n, p.grad, entries)
+    doc = {"format": REF_FORMAT, "version": REF_VERSION, "name": name or type(model).__name__,
+           "torch": torch.__version__, "seed": seed, "loss": float(out.item()),
+           "dropout_zeroed": dropped, "tensors": entries}
+    tensors = doc.pop("tensors")
+    head = json.dumps(doc, allow_nan=False)[:-1]
+    with open(os.path.join(outdir, REF_MANIFEST), "w") as f:  # one tensor a line
+        f.write(head + ',\n "tensors": [\n  ')
+        f.write(",\n  ".join(json.dumps(e) for e in tensors))
+        f.write("\n ]}\n")

@@ -1,0 +1,47 @@
+"""Factories for the reference check's tests (torchref_test.go): more of the
+importer's table than the examples reach, each against PyTorch in float64."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _loss(m, x, labels):
+    return F.cross_entropy(m(x), labels, reduction="sum")
+
+
+class _Mixed(nn.Module):
+    """Pre-LN GELU encoder with a non-default eps, a buffer, mean, tanh,
+    sigmoid, sub, split, cat, transposes, scalar mul/div/add."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 24)
+        layer = nn.TransformerEncoderLayer(24, 4, 48, dropout=0.1, activation="gelu", batch_first=True,
+                                           norm_first=True, layer_norm_eps=1e-6)
+        self.enc = nn.TransformerEncoder(layer, 2)
+        self.ln = nn.LayerNorm(24, eps=1e-3)
+        self.a = nn.Linear(24, 16)
+        self.b = nn.Linear(24, 16)
+        self.head = nn.Linear(32, 3)
+        self.register_buffer("shift", torch.randn(16))
+
+    def forward(self, ids):
+        h = self.ln(self.enc(self.emb(ids)))
+        m = h.mean(dim=1)
+        x = torch.tanh(self.a(m)) - torch.sigmoid(self.b(m)) * 0.5 + self.shift
+        u, v = x.split(8, dim=1)
+        y = torch.cat([F.relu(u), v / 3.0, u * v, x.transpose(0, 1).t()[:, 8:] + 1.0], dim=1)
+        return self.head(y)
+
+
+def mixed():
+    return _Mixed(), (torch.randint(0, 50, (3, 10)), torch.randint(0, 3, (3,))), _loss
+
+
+def cnn():
+    """Strided, padded convs (one without bias), an overlapping max pool, and
+    adaptive average pools that shrink unevenly and grow."""
+    m = nn.Sequential(nn.Conv2d(3, 8, 5, stride=2, padding=2), nn.ReLU(), nn.MaxPool2d(3, stride=2),
+                      nn.Conv2d(8, 6, 3, padding=1, bias=False), nn.Tanh(), nn.AdaptiveAvgPool2d(3),
+                      nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(96, 4))
+    return m, (torch.randn(2, 3, 23, 23), torch.randint(0, 4, (2,))), _loss
