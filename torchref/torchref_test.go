@@ -142,3 +142,25 @@ func TestReadRefuses(t *testing.T) {
 		t.Errorf("short file: %v", err)
 	}
 }
+
+// A gradient zero in exact arithmetic holds rounding noise on both sides:
+// measured against the largest gradient's floor it passes, while an error
+// past Tolerance of that floor in the same gradient still fails.
+func TestZeroGradientsAreMeasuredAgainstAFloor(t *testing.T) {
+	grads := []Diff{
+		diff("w", []float64{1, 2}, []float64{1, 2}),
+		diff("k.bias", []float64{3.7e-17}, []float64{-1e-17}),
+	}
+	floorGradients(grads)
+	if grads[1].Rel > Tolerance {
+		t.Errorf("noise on a zero gradient: rel %g; want ≤ %g", grads[1].Rel, Tolerance)
+	}
+	wrong := []Diff{
+		diff("w", []float64{1, 2}, []float64{1, 2}),
+		diff("k.bias", []float64{2 * 2 * zeroGradientFloor * Tolerance}, []float64{0}),
+	}
+	floorGradients(wrong)
+	if wrong[1].Rel <= Tolerance {
+		t.Errorf("an error of 2·Tolerance against the floor: rel %g passes", wrong[1].Rel)
+	}
+}

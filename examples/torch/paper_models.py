@@ -1,0 +1,219 @@
+"""The HAP paper's models (EuroSys 2024) in PyTorch, built to match hap's
+zoo (models/zoo.go) layer for layer, so that `hap import` of these and the
+zoo's own graphs can be compared (bench/import.md):
+
+    hap import examples/torch/paper_models.py:vgg19 -o vgg19.json
+    hap import examples/torch/paper_models.py:vit -o vit.json
+    hap import examples/torch/paper_models.py:bert_base -o bert-base.json
+
+Each factory takes the global batch, defaulting to the zoo's; the *_tiny
+factories are the zoo's *-tiny shapes (for `hap verify` on a CPU).
+Losses are summed over samples (hap splits the batch across devices).
+
+BERT-MoE (zoo `bert-moe`) has no PyTorch version here: its top-2 gate needs
+top-k selection, one-hot, a cumulative sum over tokens (each token's slot in
+its expert's capacity) and comparisons, which the importer does not
+translate (and one_hot's data-dependent class count stops tracing);
+bert_moe_gate below is that gate alone, kept to show the refusal.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+
+def _ce(m, images, labels):
+    return F.cross_entropy(m(images), labels, reduction="sum")
+
+
+# ---- VGG19 (zoo vgg19 / vgg19-tiny) ----
+
+VGG19_WIDTHS = [64, 64, 0, 128, 128, 0, 256, 256, 256, 256, 0, 512, 512, 512, 512, 0, 512, 512, 512, 512, 0]
+VGG19_TINY_WIDTHS = [4, 4, 0, 8, 8, 0, 8, 8, 8, 8, 0, 16, 16, 16, 16, 0, 16, 16, 16, 16, 0]
+
+
+class VGG(nn.Module):
+    """torchvision's VGG with the pool side and classifier width as
+    parameters (torchvision fixes them at 7 and 4096): 3×3 convolutions with
+    bias and ReLU, 2×2 max-pools (0 in widths), adaptive average pool,
+    then Linear-ReLU-Dropout twice and the classifier."""
+
+    def __init__(self, widths, pool, fc, classes, dropout=0.5):
+        super().__init__()
+        layers, ch = [], 3
+        for w in widths:
+            if w == 0:
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(ch, w, 3, padding=1), nn.ReLU(inplace=True)]
+                ch = w
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((pool, pool))
+        self.classifier = nn.Sequential(
+            nn.Linear(ch * pool * pool, fc), nn.ReLU(True), nn.Dropout(dropout),
+            nn.Linear(fc, fc), nn.ReLU(True), nn.Dropout(dropout),
+            nn.Linear(fc, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+def vgg19(batch=32):
+    """torchvision.models.vgg19(num_classes=10) at CIFAR-10 shapes: the
+    zoo's vgg19 (pool 7, FC 4096, dropout 0.5)."""
+    m = torchvision.models.vgg19(num_classes=10)
+    return m, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))), _ce
+
+
+def vgg19_tiny(batch=4):
+    m = VGG(VGG19_TINY_WIDTHS, pool=2, fc=32, classes=10)
+    return m, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))), _ce
+
+
+# ---- ViT (zoo vit / vit-tiny) ----
+
+class Block(nn.Module):
+    """A transformer block as the zoo's and as BERT's and ViT's reference
+    code write it: separate query, key and value projections (the zoo's
+    three matmuls; nn.MultiheadAttention's packed in_proj would import as
+    one matmul and a split, which shards worse: bench/import.md), softmax
+    attention without dropout on its probabilities, dropout after attention
+    and after the FFN, exact GELU; pre- or post-LN."""
+
+    def __init__(self, d, heads, ffn, dropout, norm_first):
+        super().__init__()
+        self.heads, self.norm_first = heads, norm_first
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff1, self.ff2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def attend(self, x):
+        b, s, d = x.shape
+        h = self.heads
+        # Heads folded into the batch for bmm, the scale on q, as
+        # nn.MultiheadAttention computes it: the importer's attention
+        # pattern (a 4-D matmul traces through expand and view instead).
+        q, k, v = (p(x).reshape(b, s, h, d // h).transpose(1, 2).reshape(b * h, s, d // h)
+                   for p in (self.q, self.k, self.v))
+        probs = torch.softmax(torch.bmm(q / math.sqrt(d // h), k.transpose(1, 2)), dim=-1)
+        out = torch.bmm(probs, v).reshape(b, h, s, d // h).transpose(1, 2).reshape(b, s, d)
+        return self.drop1(self.o(out))
+
+    def mlp(self, x):
+        return self.drop2(self.ff2(F.gelu(self.ff1(x))))
+
+    def forward(self, x):
+        if self.norm_first:
+            x = x + self.attend(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+        x = self.ln1(x + self.attend(x))
+        return self.ln2(x + self.mlp(x))
+
+
+class ViT(nn.Module):
+    """Pre-LN ViT: a strided convolution embeds the patches, a class token
+    is prepended, a learned position table added; the class token's final
+    (layer-normed) state is classified. Exact GELU; no dropout (the zoo's
+    vit has none)."""
+
+    def __init__(self, image, patch, d, heads, ffn, layers, classes, dropout=0.0):
+        super().__init__()
+        n = (image // patch) ** 2
+        self.patch = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, d))
+        self.pos = nn.Parameter(torch.randn(n + 1, d))
+        self.encoder = nn.Sequential(*(Block(d, heads, ffn, dropout, True) for _ in range(layers)))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, images):
+        x = self.patch(images).flatten(2).transpose(1, 2)  # [B, n, d]
+        # The class token broadcast over the batch without expand: zeros
+        # shaped [B, 1, d] plus the token (what the zoo builds).
+        cls = x[:, :1] * 0 + self.cls
+        x = torch.cat([cls, x], dim=1) + self.pos
+        x = self.ln(self.encoder(x))
+        return self.head(x[:, 0])
+
+
+def vit(batch=32, layers=12, d=768, heads=12, ffn=3072, image=32, patch=4, classes=10):
+    m = ViT(image, patch, d, heads, ffn, layers, classes)
+    return m, (torch.randn(batch, 3, image, image), torch.randint(0, classes, (batch,))), _ce
+
+
+def vit_tiny(batch=4):
+    return vit(batch=batch, layers=2, d=16, heads=2, ffn=32, image=8, patch=4)
+
+
+# ---- BERT-Base (zoo bert-base / bert-base-tiny) ----
+
+class BERT(nn.Module):
+    """Post-LN BERT as the zoo's: word embedding plus a learned position
+    table, layer norm, dropout; post-LN blocks with exact GELU; a masked-LM
+    decoder (a linear layer to the vocabulary, untied) on every token."""
+
+    def __init__(self, vocab, seq, d, heads, ffn, layers, dropout=0.1):
+        super().__init__()
+        self.word = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d))
+        self.ln = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Sequential(*(Block(d, heads, ffn, dropout, False) for _ in range(layers)))
+        self.decoder = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = self.drop(self.ln(self.word(tokens) + self.pos))
+        x = self.encoder(x)
+        return self.decoder(x.reshape(-1, x.shape[-1]))
+
+
+def _mlm(m, tokens, labels):
+    return F.cross_entropy(m(tokens), labels, reduction="sum")
+
+
+def bert_base(batch=32, layers=12, d=768, heads=12, ffn=3072, seq=128, vocab=33278, dropout=0.1):
+    m = BERT(vocab, seq, d, heads, ffn, layers, dropout)
+    tokens = torch.randint(0, vocab, (batch, seq))
+    labels = torch.randint(0, vocab, (batch * seq,))  # one per token, as the zoo's [B·S] labels
+    return m, (tokens, labels), _mlm
+
+
+def bert_base_tiny(batch=4):
+    return bert_base(batch=batch, layers=2, d=16, heads=2, ffn=32, seq=8, vocab=50)
+
+
+# ---- BERT-MoE's gate (not importable) ----
+
+class Top2Gate(nn.Module):
+    """GShard's top-2 gate over groups of one sequence (the zoo's moe):
+    combine and dispatch tensors [G, S, E, C]."""
+
+    def __init__(self, d, experts, capacity):
+        super().__init__()
+        self.gate = nn.Linear(d, experts, bias=False)
+        self.experts, self.capacity = experts, capacity
+
+    def forward(self, x):
+        probs = F.softmax(self.gate(x), dim=-1)                   # [G, S, E]
+        w, idx = probs.topk(2, dim=-1)                            # aten.topk
+        mask = F.one_hot(idx, self.experts).to(x.dtype)           # [G, S, 2, E]
+        slot = torch.cumsum(mask.flatten(1, 2), dim=1).view_as(mask) - 1
+        keep = (slot < self.capacity).to(x.dtype) * mask
+        pos = F.one_hot((slot * keep).sum(-1).long(), self.capacity).to(x.dtype)
+        dispatch = torch.einsum("gske,gskc->gsec", keep, pos)
+        combine = torch.einsum("gsk,gske,gskc->gsec", w, keep, pos)
+        return combine, dispatch
+
+
+def bert_moe_gate(batch=32, d=768, seq=128, experts=16, capacity_factor=1.25):
+    """Only the gate, with a stand-in loss: `hap import` refuses it."""
+    m = Top2Gate(d, experts, math.ceil(capacity_factor * 2 * seq / experts))
+
+    def loss(m, x):
+        c, dsp = m(x)
+        return (c + dsp).sum()
+
+    return m, (torch.randn(batch, seq, d),), loss
