@@ -143,8 +143,14 @@ func Translate(d *Doc) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("importing %s: %w", d.Name, err)
 	}
-	if len(g.Tensors[loss].Shape) != 0 {
-		return nil, fmt.Errorf("loss %q has shape %v; want a scalar summed over the samples", d.Loss, g.Tensors[loss].Shape)
+	if g, err = c.splitPacked(g); err != nil {
+		return nil, err
+	}
+	if g, err = keepDims(g); err != nil {
+		return nil, fmt.Errorf("importing %s: keeping merged dims apart: %w", d.Name, err)
+	}
+	if len(g.Tensors[g.Loss].Shape) != 0 {
+		return nil, fmt.Errorf("loss %q has shape %v; want a scalar summed over the samples", d.Loss, g.Tensors[g.Loss].Shape)
 	}
 	return &Result{Graph: g, Notes: c.noteLines()}, nil
 }

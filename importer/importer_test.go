@@ -125,7 +125,7 @@ func TestImportTransformerEncoder(t *testing.T) {
 	g := r.Graph
 	got := kinds(g)
 	const layers = 3
-	for k, n := range map[ir.OpKind]int{ir.OpAttention: layers, ir.OpLayerNorm: 2 * layers, ir.OpMatMul: 4*layers + 1,
+	for k, n := range map[ir.OpKind]int{ir.OpAttention: layers, ir.OpLayerNorm: 2 * layers, ir.OpMatMul: 6*layers + 1,
 		ir.OpDropout: 3 * layers, ir.OpEmbedding: 1, ir.OpCrossEntropy: 1, ir.OpReLU: layers} {
 		if got[k] != n {
 			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
@@ -161,8 +161,27 @@ func TestImportTransformerEncoder(t *testing.T) {
 	if l := tensor(t, g, "labels"); l.Kind != ir.Label {
 		t.Errorf("labels is %s", l.Kind)
 	}
-	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "attention dropout 0.1 dropped") {
-		t.Errorf("notes %q; want one about the dropped attention dropout", r.Notes)
+	if len(r.Notes) != 2 || !strings.Contains(r.Notes[0], "attention dropout 0.1 dropped") || !strings.Contains(r.Notes[1], "packed projection split into 3") {
+		t.Errorf("notes %q; want one about the dropped attention dropout, one about the split in_proj", r.Notes)
+	}
+	// The packed in_proj is three parameters, each knowing its place.
+	for i, name := range []string{"[0:32]", "[32:64]", "[64:96]"} {
+		w := tensor(t, g, "encoder.layers.1.self_attn.in_proj_weight"+name)
+		want := ir.Part{Of: "encoder.layers.1.self_attn.in_proj_weight", Axis: 0, Start: 32 * i, End: 32 * (i + 1)}
+		if w.Part != want || !w.Shape.Equal(ir.Shape{32, 32}) {
+			t.Errorf("%s: part %+v shape %v; want %+v [32 32]", w.Name, w.Part, w.Shape, want)
+		}
+	}
+	// Batch and heads stay apart: attention sees [B, H, S, d], and no
+	// linear layer's rows merge the sequence with the batch.
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Kind == ir.OpAttention && !g.Tensor(op.Inputs[0]).Shape.Equal(ir.Shape{4, 4, 16, 8}) {
+			t.Errorf("%s: q is %v; want [4 4 16 8]", op.Name, g.Tensor(op.Inputs[0]).Shape)
+		}
+		if op.Kind == ir.OpMatMul && strings.HasPrefix(op.Name, "encoder.") && len(g.Tensor(op.Inputs[0]).Shape) != 3 {
+			t.Errorf("%s: rows %v; want [S B E] kept apart", op.Name, g.Tensor(op.Inputs[0]).Shape)
+		}
 	}
 }
 

@@ -32,6 +32,15 @@ type tensorDoc struct {
 	DType string `json:"dtype"`
 	Shape []int  `json:"shape"`
 	Init  string `json:"init,omitempty"`
+	// PartOf places a parameter inside an original one (Tensor.Part).
+	PartOf *partDoc `json:"part_of,omitempty"`
+}
+
+type partDoc struct {
+	Name  string `json:"name"`
+	Axis  int    `json:"axis"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
 }
 
 type opDoc struct {
@@ -55,7 +64,11 @@ func EncodeJSON(w io.Writer, g *Graph) error {
 		if shape == nil {
 			shape = Shape{}
 		}
-		doc.Tensors = append(doc.Tensors, tensorDoc{Name: t.Name, Kind: t.Kind.String(), DType: t.DType.String(), Shape: shape, Init: t.Init})
+		td := tensorDoc{Name: t.Name, Kind: t.Kind.String(), DType: t.DType.String(), Shape: shape, Init: t.Init}
+		if !t.Part.IsZero() {
+			td.PartOf = &partDoc{Name: t.Part.Of, Axis: t.Part.Axis, Start: t.Part.Start, End: t.Part.End}
+		}
+		doc.Tensors = append(doc.Tensors, td)
 	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -87,6 +100,25 @@ func names(g *Graph, ids []TensorID) []string {
 func isZeroAttrs(a *Attrs) bool {
 	b, _ := json.Marshal(a)
 	return string(b) == "{}"
+}
+
+// decodePart checks a part_of record: only a parameter is a piece of
+// another, and the piece's extent along its axis is its own size there.
+func decodePart(pd *partDoc, kind TensorKind, shape []int) (Part, error) {
+	if pd == nil {
+		return Part{}, nil
+	}
+	switch {
+	case kind != Param:
+		return Part{}, fmt.Errorf("only a param can be part of another tensor; this is %s", kind)
+	case pd.Name == "":
+		return Part{}, fmt.Errorf("\"name\" is missing")
+	case pd.Axis < 0 || pd.Axis >= len(shape):
+		return Part{}, fmt.Errorf("axis %d is outside shape %v", pd.Axis, shape)
+	case pd.Start < 0 || pd.End-pd.Start != shape[pd.Axis]:
+		return Part{}, fmt.Errorf("[%d, %d) is not %d long (the shape's axis %d) from a non-negative start", pd.Start, pd.End, shape[pd.Axis], pd.Axis)
+	}
+	return Part{Of: pd.Name, Axis: pd.Axis, Start: pd.Start, End: pd.End}, nil
 }
 
 // ErrBadGraphJSON is wrapped by every DecodeJSON error.
@@ -153,9 +185,13 @@ func DecodeJSON(data []byte) (*Graph, error) {
 		if td.Init != "" && kind != Param && kind != State {
 			return nil, bad("%s: field \"init\" applies only to params", where)
 		}
+		part, err := decodePart(td.PartOf, kind, td.Shape)
+		if err != nil {
+			return nil, bad("%s: field \"part_of\": %v", where, err)
+		}
 		id := TensorID(len(g.Tensors))
 		byName[td.Name] = id
-		g.Tensors = append(g.Tensors, Tensor{ID: id, Name: td.Name, Shape: Shape(td.Shape).Clone(), DType: dt, Kind: kind, Producer: NoOp, NoGrad: kind != Param, Init: td.Init})
+		g.Tensors = append(g.Tensors, Tensor{ID: id, Name: td.Name, Shape: Shape(td.Shape).Clone(), DType: dt, Kind: kind, Producer: NoOp, NoGrad: kind != Param, Init: td.Init, Part: part})
 	}
 	order, err := opOrder(doc.Ops, byName, g)
 	if err != nil {

@@ -55,6 +55,25 @@ func TestJSONRoundTripIsExact(t *testing.T) {
 	}
 }
 
+// A parameter cut out of a packed one keeps its place through JSON.
+func TestJSONKeepsParameterParts(t *testing.T) {
+	b := ir.NewBuilder("parts", ir.Float32)
+	x := b.Input("x", ir.Float32, 2, 4)
+	w := b.Leaf(ir.Param, "w[4:8]", ir.Float32, ir.Shape{4, 4}, "")
+	g, err := b.Finish(b.ReduceSum(b.MatMul(x, w), 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Tensors[w].Part = ir.Part{Of: "w", Axis: 0, Start: 4, End: 8}
+	back, err := ir.DecodeJSON(export(t, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, back) {
+		t.Fatalf("round trip lost the part: %+v", back.Tensors[w].Part)
+	}
+}
+
 func TestJSONAcceptsUndeclaredActivationsAndAnyOpOrder(t *testing.T) {
 	doc := `{"format":"hap.graph","version":1,"name":"two",
 	  "tensors":[{"name":"x","kind":"input","dtype":"float64","shape":[2,3]},
@@ -94,6 +113,9 @@ func TestJSONMalformedInputsNameTheProblem(t *testing.T) {
 		{"shape missing", base(`{"name":"x","kind":"input","dtype":"float32"}`, ``, ``), `field "shape" is missing`},
 		{"shape zero", base(`{"name":"x","kind":"input","dtype":"float32","shape":[2,0]}`, ``, ``), `non-positive`},
 		{"duplicate", base(x+`,`+x, ``, ``), `declared twice`},
+		{"part of an input", base(`{"name":"x","kind":"input","dtype":"float32","shape":[2],"part_of":{"name":"w","axis":0,"start":0,"end":2}}`, ``, ``), `only a param can be part`},
+		{"part too long", base(`{"name":"x","kind":"param","dtype":"float32","shape":[2],"part_of":{"name":"w","axis":0,"start":0,"end":3}}`, ``, ``), `is not 2 long`},
+		{"part axis", base(`{"name":"x","kind":"param","dtype":"float32","shape":[2],"part_of":{"name":"w","axis":1,"start":0,"end":2}}`, ``, ``), `axis 1 is outside`},
 		{"unknown op", base(x, `{"name":"o","kind":"frobnicate","inputs":["x"],"outputs":["y"]}`, ``), `unknown op kind "frobnicate"`},
 		{"shape mismatch", base(x+`,`+`{"name":"w","kind":"param","dtype":"float32","shape":[5,4]}`, `{"name":"mm","kind":"matmul","inputs":["x","w"],"outputs":["y"]}`, ``), `ops[0] ("mm", matmul): shape mismatch`},
 		{"dangling input", base(x, `{"name":"r","kind":"relu","inputs":["nope"],"outputs":["y"]}`, ``), `input "nope" is neither declared`},

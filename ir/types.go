@@ -210,7 +210,23 @@ type Tensor struct {
 	// or InitNormal. Runtimes share one initialiser so every backend and
 	// every device count starts from the same values.
 	Init string
+	// Part, for a parameter the importer cut out of a larger one (a packed
+	// q/k/v projection split into three), says which piece of which
+	// original tensor it is, so weights and gradients map back to the
+	// module's state_dict. Zero for every other tensor.
+	Part Part
 }
+
+// Part is a parameter's place in an original tensor: indices [Start, End)
+// along Axis of the tensor named Of.
+type Part struct {
+	Of         string
+	Axis       int
+	Start, End int
+}
+
+// IsZero says whether p records nothing.
+func (p Part) IsZero() bool { return p.Of == "" }
 
 // Parameter initialisers.
 const (
@@ -275,6 +291,9 @@ type Attrs struct {
 	Split  []int  `json:"split,omitempty"`  // all_to_all: per-rank lengths of the dim that becomes sharded
 	Method string `json:"method,omitempty"` // collectives on uneven pieces: "padded" or "grouped"
 }
+
+// Clone is a deep copy of a.
+func (a Attrs) Clone() Attrs { return cloneAttrs(a) }
 
 func cloneAttrs(a Attrs) Attrs {
 	c := a

@@ -271,11 +271,14 @@ func Check(g *ir.Graph, ref *Reference) (*Report, error) {
 		default:
 			continue
 		}
-		a, ok := from[t.Name]
-		if !ok {
-			return nil, fmt.Errorf("the reference %s has no %s %q (%s%v) of graph %s", ref.Dir, role, t.Name, t.DType, t.Shape, g.Name)
+		a, name, err := lookup(from, t)
+		if err != nil {
+			return nil, fmt.Errorf("the reference %s: %w", ref.Dir, err)
 		}
-		seen[role][t.Name] = true
+		if a == nil {
+			return nil, fmt.Errorf("the reference %s has no %s %q (%s%v) of graph %s", ref.Dir, role, name, t.DType, t.Shape, g.Name)
+		}
+		seen[role][name] = true
 		v, err := value(role, t, a)
 		if err != nil {
 			return nil, fmt.Errorf("reference %s: %w", ref.Dir, err)
@@ -311,9 +314,12 @@ func Check(g *ir.Graph, ref *Reference) (*Report, error) {
 	rep.Worst = rep.Loss
 	for _, ps := range step.Train.Params {
 		t := &g.Tensors[ps.Param]
-		want, ok := ref.Grads[t.Name]
-		if !ok {
-			return nil, fmt.Errorf("the reference %s has no gradient of parameter %q (PyTorch computed none: requires_grad off, or the loss does not reach it)", ref.Dir, t.Name)
+		want, name, err := lookup(ref.Grads, t)
+		if err != nil {
+			return nil, fmt.Errorf("the reference %s: the gradient of %w", ref.Dir, err)
+		}
+		if want == nil {
+			return nil, fmt.Errorf("the reference %s has no gradient of parameter %q (PyTorch computed none: requires_grad off, or the loss does not reach it)", ref.Dir, name)
 		}
 		if !want.Shape.Equal(t.Shape) || want.Floats == nil {
 			return nil, fmt.Errorf("the reference %s: the gradient of %q is %s%v; want float64%v", ref.Dir, t.Name, dtypeOf(want), want.Shape, t.Shape)
@@ -328,6 +334,50 @@ func Check(g *ir.Graph, ref *Reference) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// lookup finds graph tensor t's array in m by name, or, for a parameter the
+// importer cut out of a packed one (t.Part), the piece of the packed
+// array; name is the name looked up. A nil array means m has none.
+func lookup(m map[string]*Array, t *ir.Tensor) (a *Array, name string, err error) {
+	if t.Part.IsZero() {
+		return m[t.Name], t.Name, nil
+	}
+	p := t.Part
+	whole := m[p.Of]
+	if whole == nil {
+		return nil, p.Of, nil
+	}
+	if p.Axis >= len(whole.Shape) || p.End > whole.Shape[p.Axis] || p.Start < 0 || p.Start > p.End {
+		return nil, p.Of, fmt.Errorf("%q is %v, which has no [%d, %d) along axis %d for piece %q", p.Of, whole.Shape, p.Start, p.End, p.Axis, t.Name)
+	}
+	return slice(whole, p.Axis, p.Start, p.End), p.Of, nil
+}
+
+// slice is a's indices [start, end) along axis.
+func slice(a *Array, axis, start, end int) *Array {
+	outer, inner := 1, 1
+	for i, d := range a.Shape {
+		switch {
+		case i < axis:
+			outer *= d
+		case i > axis:
+			inner *= d
+		}
+	}
+	shape := a.Shape.Clone()
+	shape[axis] = end - start
+	out := &Array{Shape: shape}
+	size := a.Shape[axis]
+	for o := 0; o < outer; o++ {
+		lo, hi := (o*size+start)*inner, (o*size+end)*inner
+		if a.Ints != nil {
+			out.Ints = append(out.Ints, a.Ints[lo:hi]...)
+		} else {
+			out.Floats = append(out.Floats, a.Floats[lo:hi]...)
+		}
+	}
+	return out
 }
 
 // value is the tensor of a for graph tensor t, refused when its shape or

@@ -19,7 +19,7 @@ func TestImportTraceThenPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("import: exit %d: %s", code, errs)
 	}
-	if !strings.Contains(errs, "110 ops") || !strings.Contains(errs, "attention dropout 0.1 dropped") {
+	if !strings.Contains(errs, "98 ops") || !strings.Contains(errs, "attention dropout 0.1 dropped") {
 		t.Errorf("stderr %q: want the op count and the note on attention dropout", errs)
 	}
 	if code, _, errs := runCLI("plan", "--model", g, "--cluster", "paper-8", "--devices", "0-1", "-o", filepath.Join(dir, "plan.json")); code != 0 {

@@ -9,10 +9,13 @@ import (
 	"hap/torchref"
 )
 
-// paperFLOPsTolerance is how far an imported paper model's forward FLOPs
-// may be from the zoo's. The graphs differ in views (reshapes around
-// each linear layer) and in how ViT's class token is broadcast, a small
-// part of the work; the parameters must match exactly.
+// paperFLOPsTolerance is how far an imported paper model's forward FLOPs,
+// dropout aside, may be from the zoo's. The graphs differ in views
+// (reshapes around each linear layer, nn.MultiheadAttention's
+// sequence-first permutes) and in how ViT's class token is broadcast, a
+// small part of the work; the parameters must match exactly. Dropout is
+// left out because nn.TransformerEncoderLayer has one between its two
+// feed-forward linears that the zoo's layer does not (bench/import.md).
 const paperFLOPsTolerance = 0.01
 
 // The HAP paper's models written in PyTorch (examples/torch/paper_models.py)
@@ -54,6 +57,9 @@ func TestPaperModelsImportAsTheZoo(t *testing.T) {
 func forwardFLOPs(g *ir.Graph) float64 {
 	var f float64
 	for i := range g.Ops {
+		if g.Ops[i].Kind == ir.OpDropout {
+			continue
+		}
 		w, _ := g.Work(ir.OpID(i))
 		f += w.FLOPs
 	}

@@ -113,19 +113,29 @@ class Block(nn.Module):
         return self.ln2(x + self.mlp(x))
 
 
+def _layer(kind, d, heads, ffn, dropout, norm_first):
+    """One encoder layer: PyTorch's own nn.TransformerEncoderLayer (packed
+    q/k/v, which the importer splits back into three projections; dropout on
+    the attention probabilities, which it drops), or Block."""
+    if kind == "torch":
+        return nn.TransformerEncoderLayer(d, heads, ffn, dropout, activation="gelu",
+                                          batch_first=True, norm_first=norm_first)
+    return Block(d, heads, ffn, dropout, norm_first)
+
+
 class ViT(nn.Module):
     """Pre-LN ViT: a strided convolution embeds the patches, a class token
     is prepended, a learned position table added; the class token's final
     (layer-normed) state is classified. Exact GELU; no dropout (the zoo's
     vit has none)."""
 
-    def __init__(self, image, patch, d, heads, ffn, layers, classes, dropout=0.0):
+    def __init__(self, image, patch, d, heads, ffn, layers, classes, dropout=0.0, layer="torch"):
         super().__init__()
         n = (image // patch) ** 2
         self.patch = nn.Conv2d(3, d, patch, stride=patch)
         self.cls = nn.Parameter(torch.randn(1, d))
         self.pos = nn.Parameter(torch.randn(n + 1, d))
-        self.encoder = nn.Sequential(*(Block(d, heads, ffn, dropout, True) for _ in range(layers)))
+        self.encoder = nn.Sequential(*(_layer(layer, d, heads, ffn, dropout, True) for _ in range(layers)))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, classes)
 
@@ -139,13 +149,18 @@ class ViT(nn.Module):
         return self.head(x[:, 0])
 
 
-def vit(batch=32, layers=12, d=768, heads=12, ffn=3072, image=32, patch=4, classes=10):
-    m = ViT(image, patch, d, heads, ffn, layers, classes)
+def vit(batch=32, layers=12, d=768, heads=12, ffn=3072, image=32, patch=4, classes=10, layer="torch"):
+    m = ViT(image, patch, d, heads, ffn, layers, classes, layer=layer)
     return m, (torch.randn(batch, 3, image, image), torch.randint(0, classes, (batch,))), _ce
 
 
-def vit_tiny(batch=4):
-    return vit(batch=batch, layers=2, d=16, heads=2, ffn=32, image=8, patch=4)
+def vit_tiny(batch=4, layer="torch"):
+    return vit(batch=batch, layers=2, d=16, heads=2, ffn=32, image=8, patch=4, layer=layer)
+
+
+def vit_block(batch=32):
+    """vit with Block's separate projections instead of PyTorch's layer."""
+    return vit(batch=batch, layer="block")
 
 
 # ---- BERT-Base (zoo bert-base / bert-base-tiny) ----
@@ -155,13 +170,13 @@ class BERT(nn.Module):
     table, layer norm, dropout; post-LN blocks with exact GELU; a masked-LM
     decoder (a linear layer to the vocabulary, untied) on every token."""
 
-    def __init__(self, vocab, seq, d, heads, ffn, layers, dropout=0.1):
+    def __init__(self, vocab, seq, d, heads, ffn, layers, dropout=0.1, layer="torch"):
         super().__init__()
         self.word = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(seq, d))
         self.ln = nn.LayerNorm(d)
         self.drop = nn.Dropout(dropout)
-        self.encoder = nn.Sequential(*(Block(d, heads, ffn, dropout, False) for _ in range(layers)))
+        self.encoder = nn.Sequential(*(_layer(layer, d, heads, ffn, dropout, False) for _ in range(layers)))
         self.decoder = nn.Linear(d, vocab)
 
     def forward(self, tokens):
@@ -174,15 +189,20 @@ def _mlm(m, tokens, labels):
     return F.cross_entropy(m(tokens), labels, reduction="sum")
 
 
-def bert_base(batch=32, layers=12, d=768, heads=12, ffn=3072, seq=128, vocab=33278, dropout=0.1):
-    m = BERT(vocab, seq, d, heads, ffn, layers, dropout)
+def bert_base(batch=32, layers=12, d=768, heads=12, ffn=3072, seq=128, vocab=33278, dropout=0.1, layer="torch"):
+    m = BERT(vocab, seq, d, heads, ffn, layers, dropout, layer)
     tokens = torch.randint(0, vocab, (batch, seq))
     labels = torch.randint(0, vocab, (batch * seq,))  # one per token, as the zoo's [B·S] labels
     return m, (tokens, labels), _mlm
 
 
-def bert_base_tiny(batch=4):
-    return bert_base(batch=batch, layers=2, d=16, heads=2, ffn=32, seq=8, vocab=50)
+def bert_base_tiny(batch=4, layer="torch"):
+    return bert_base(batch=batch, layers=2, d=16, heads=2, ffn=32, seq=8, vocab=50, layer=layer)
+
+
+def bert_base_block(batch=32):
+    """bert_base with Block's separate projections instead of PyTorch's layer."""
+    return bert_base(batch=batch, layer="block")
 
 
 # ---- BERT-MoE's gate (not importable) ----
