@@ -23,6 +23,7 @@ var fixtures = []struct{ file, factory string }{
 	{"mlp.aten.json", "mlp.py:model"},
 	{"vgg11_cifar.aten.json", "vgg_cifar.py:model"},
 	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
+	{"matmul_attention.aten.json", "matmul_attention.py:model"},
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -181,6 +182,36 @@ func TestImportTransformerEncoder(t *testing.T) {
 		}
 		if op.Kind == ir.OpMatMul && strings.HasPrefix(op.Name, "encoder.") && len(g.Tensor(op.Inputs[0]).Shape) != 3 {
 			t.Errorf("%s: rows %v; want [S B E] kept apart", op.Name, g.Tensor(op.Inputs[0]).Shape)
+		}
+	}
+}
+
+// Attention written with 4-D matmuls over a packed projection (nanoGPT's
+// way) imports as one attention op per layer on [B, H, S, d].
+func TestImportMatmulAttention(t *testing.T) {
+	g := importFixture(t, "matmul_attention.aten.json").Graph
+	got := kinds(g)
+	const layers = 2
+	for k, n := range map[ir.OpKind]int{ir.OpAttention: layers, ir.OpMatMul: 4*layers + 1, ir.OpSoftmax: 0, ir.OpMul: 0, ir.OpFillLike: 0} {
+		if got[k] != n {
+			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
+		}
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Kind != ir.OpAttention {
+			continue
+		}
+		if !strings.HasPrefix(op.Name, "h.") || !strings.HasSuffix(op.Name, ".attention") {
+			t.Errorf("attention op %q is not named after its module", op.Name)
+		}
+		for j, want := range []ir.Shape{{2, 2, 4, 8}, {2, 2, 4, 8}, {2, 2, 4, 8}} {
+			if s := g.Tensor(op.Inputs[j]).Shape; !s.Equal(want) {
+				t.Errorf("%s input %d is %v; want %v", op.Name, j, s, want)
+			}
+		}
+		if op.Attrs.Scale < 0.3535 || op.Attrs.Scale > 0.3536 {
+			t.Errorf("%s: scale %v, want 1/√8", op.Name, op.Attrs.Scale)
 		}
 	}
 }

@@ -185,7 +185,7 @@ func keepDims(g *ir.Graph) (*ir.Graph, error) {
 	ng := g.Clone()
 	keepLinearDims(ng, consumers(ng))
 	keepHeads(ng, consumers(ng))
-	ng = dropIdentities(ng)
+	ng = dropIdentities(fuseAttention(ng))
 	if err := ng.Check(); err != nil {
 		return nil, err
 	}
@@ -244,5 +244,40 @@ func dropIdentities(g *ir.Graph) *ir.Graph {
 		ng.Ops = append(ng.Ops, op)
 	}
 	ng.Loss = remap(g.Loss)
+	return ng
+}
+
+// compact returns g without the dead ops and tensors (g's own arrays are
+// reused: callers pass a clone). Producers and every reference renumber.
+func compact(g *ir.Graph, deadOps map[ir.OpID]bool, deadTensors map[ir.TensorID]bool) *ir.Graph {
+	ng := &ir.Graph{Name: g.Name, Loss: ir.NoTensor}
+	idmap := make([]ir.TensorID, len(g.Tensors))
+	for i, t := range g.Tensors {
+		idmap[i] = ir.NoTensor
+		if deadTensors[ir.TensorID(i)] {
+			continue
+		}
+		idmap[i] = ir.TensorID(len(ng.Tensors))
+		t.ID = idmap[i]
+		ng.Tensors = append(ng.Tensors, t)
+	}
+	for i := range g.Ops {
+		if deadOps[ir.OpID(i)] {
+			continue
+		}
+		op := g.Ops[i]
+		op.ID = ir.OpID(len(ng.Ops))
+		for j := range op.Inputs {
+			op.Inputs[j] = idmap[op.Inputs[j]]
+		}
+		for j := range op.Outputs {
+			op.Outputs[j] = idmap[op.Outputs[j]]
+			ng.Tensors[op.Outputs[j]].Producer = op.ID
+		}
+		ng.Ops = append(ng.Ops, op)
+	}
+	if g.Loss != ir.NoTensor {
+		ng.Loss = idmap[g.Loss]
+	}
 	return ng
 }
