@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ var fixtures = []struct{ file, factory string }{
 	{"vgg11_cifar.aten.json", "vgg_cifar.py:model"},
 	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
 	{"matmul_attention.aten.json", "matmul_attention.py:model"},
+	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -216,6 +218,29 @@ func TestImportMatmulAttention(t *testing.T) {
 	}
 }
 
+// hap_torch's own operators import as hap's: the MoE gate as top2_gate,
+// torch.einsum as einsum.
+func TestImportMoE(t *testing.T) {
+	g := importFixture(t, "bert_moe_tiny.aten.json").Graph
+	got := kinds(g)
+	for k, n := range map[ir.OpKind]int{ir.OpTop2Gate: 1, ir.OpEinsum: 4, ir.OpAttention: 2} {
+		if got[k] != n {
+			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
+		}
+	}
+	var eqs []string
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpEinsum {
+			eqs = append(eqs, op.Attrs.Equation)
+		} else if op.Kind == ir.OpTop2Gate && op.Attrs.Capacity != 5 {
+			t.Errorf("%s: capacity %d; want ceil(1.25·2·8/4) = 5", op.Name, op.Attrs.Capacity)
+		}
+	}
+	if want := []string{"gsec,gsd->egcd", "egcd,edf->egcf", "egcf,efd->egcd", "gsec,egcd->gsd"}; !slices.Equal(eqs, want) {
+		t.Errorf("einsums %q; want %q", eqs, want)
+	}
+}
+
 func equalCounts(a, b map[ir.OpKind]int) bool {
 	if len(a) != len(b) {
 		return false
@@ -274,7 +299,7 @@ func TestDocListsTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `(aten\\.[^`]+)` \\| (.*) \\|$")
+	row := regexp.MustCompile("(?m)^\\| `((?:aten|hap)\\.[^`]+)` \\| (.*) \\|$")
 	inDoc := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
 		inDoc[m[1]] = m[2]

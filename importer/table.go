@@ -82,6 +82,8 @@ func Table() []Entry {
 		{"aten.unflatten.int", "`reshape`", reshape},
 		{"aten.unsqueeze.default", "`reshape`", reshape},
 		{"aten.view.default", "`reshape` (nothing when the shape stays)", reshape},
+		{"hap.einsum.default", "`einsum` (two operands: `torch.einsum` while `hap_torch` traces)", einsumOp},
+		{"hap.top2_gate.default", "`top2_gate` (`hap_torch.top2_gate`, GShard's top-2 gate)", top2GateOp},
 	}
 }
 

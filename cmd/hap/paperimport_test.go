@@ -28,6 +28,7 @@ func TestPaperModelsImportAsTheZoo(t *testing.T) {
 		{"paper_models.py:vgg19_tiny", "vgg19-tiny"},
 		{"paper_models.py:vit_tiny", "vit-tiny"},
 		{"paper_models.py:bert_base_tiny", "bert-base-tiny"},
+		{"paper_models.py:bert_moe_tiny", "bert-moe-tiny"},
 	} {
 		t.Run(c.zoo, func(t *testing.T) {
 			graph, ref := importWithReference(t, py, c.factory)

@@ -5,16 +5,16 @@ zoo's own graphs can be compared (bench/import.md):
     hap import examples/torch/paper_models.py:vgg19 -o vgg19.json
     hap import examples/torch/paper_models.py:vit -o vit.json
     hap import examples/torch/paper_models.py:bert_base -o bert-base.json
+    hap import examples/torch/paper_models.py:bert_moe -o bert-moe.json
 
 Each factory takes the global batch, defaulting to the zoo's; the *_tiny
 factories are the zoo's *-tiny shapes (for `hap verify` on a CPU).
 Losses are summed over samples (hap splits the batch across devices).
 
-BERT-MoE (zoo `bert-moe`) has no PyTorch version here: its top-2 gate needs
-top-k selection, one-hot, a cumulative sum over tokens (each token's slot in
-its expert's capacity) and comparisons, which the importer does not
-translate (and one_hot's data-dependent class count stops tracing);
-bert_moe_gate below is that gate alone, kept to show the refusal.
+BERT-MoE's gate is hap_torch.top2_gate (python/hap_torch), one operator
+PyTorch runs with its gradient and hap imports as its own top2_gate: the
+GShard gate written with torch ops steers data by top-k and cumsum results,
+which tracing on fake tensors cannot follow.
 """
 import math
 
@@ -22,6 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+import hap_torch
 
 
 def _ce(m, images, labels):
@@ -205,35 +207,57 @@ def bert_base_block(batch=32):
     return bert_base(batch=batch, layer="block")
 
 
-# ---- BERT-MoE's gate (not importable) ----
+# ---- BERT-MoE (zoo bert-moe / bert-moe-tiny) ----
 
-class Top2Gate(nn.Module):
-    """GShard's top-2 gate over groups of one sequence (the zoo's moe):
-    combine and dispatch tensors [G, S, E, C]."""
+class MoE(nn.Module):
+    """GShard's top-2 mixture of experts as the zoo's moe: tokens gated in
+    groups of one sequence, expert capacity C = ceil(1.25 * 2 * S / E),
+    experts of two linears with exact GELU, dense dispatch and combine
+    einsums. The gate is hap_torch.top2_gate: written with torch ops it
+    needs top-k, one-hot and cumsum steering data, which a trace cannot
+    follow (hap_torch/ops.py)."""
 
-    def __init__(self, d, experts, capacity):
+    def __init__(self, d, ffn, experts, capacity):
         super().__init__()
+        self.capacity = capacity
         self.gate = nn.Linear(d, experts, bias=False)
-        self.experts, self.capacity = experts, capacity
+        self.w1 = nn.Parameter(torch.randn(experts, d, ffn) / math.sqrt(d))
+        self.b1 = nn.Parameter(torch.zeros(experts, ffn))
+        self.w2 = nn.Parameter(torch.randn(experts, ffn, d) / math.sqrt(ffn))
+        self.b2 = nn.Parameter(torch.zeros(experts, d))
 
-    def forward(self, x):
-        probs = F.softmax(self.gate(x), dim=-1)                   # [G, S, E]
-        w, idx = probs.topk(2, dim=-1)                            # aten.topk
-        mask = F.one_hot(idx, self.experts).to(x.dtype)           # [G, S, 2, E]
-        slot = torch.cumsum(mask.flatten(1, 2), dim=1).view_as(mask) - 1
-        keep = (slot < self.capacity).to(x.dtype) * mask
-        pos = F.one_hot((slot * keep).sum(-1).long(), self.capacity).to(x.dtype)
-        dispatch = torch.einsum("gske,gskc->gsec", keep, pos)
-        combine = torch.einsum("gsk,gske,gskc->gsec", w, keep, pos)
-        return combine, dispatch
+    def forward(self, x):  # x [G, S, d]
+        combine, dispatch = hap_torch.top2_gate(self.gate(x), self.capacity)
+        xe = torch.einsum("gsec,gsd->egcd", dispatch, x)
+        h = F.gelu(torch.einsum("egcd,edf->egcf", xe, self.w1) + self.b1[:, None, None, :])
+        ye = torch.einsum("egcf,efd->egcd", h, self.w2) + self.b2[:, None, None, :]
+        return torch.einsum("gsec,egcd->gsd", combine, ye)
 
 
-def bert_moe_gate(batch=32, d=768, seq=128, experts=16, capacity_factor=1.25):
-    """Only the gate, with a stand-in loss: `hap import` refuses it."""
-    m = Top2Gate(d, experts, math.ceil(capacity_factor * 2 * seq / experts))
+class MoEBlock(Block):
+    """Block with the feed-forward network replaced by MoE."""
 
-    def loss(m, x):
-        c, dsp = m(x)
-        return (c + dsp).sum()
+    def __init__(self, d, heads, ffn, dropout, experts, capacity):
+        super().__init__(d, heads, ffn, dropout, False)
+        del self.ff1, self.ff2
+        self.moe = MoE(d, ffn, experts, capacity)
 
-    return m, (torch.randn(batch, seq, d),), loss
+    def mlp(self, x):
+        return self.drop2(self.moe(x))
+
+
+def bert_moe(batch=32, layers=12, d=768, heads=12, ffn=3072, seq=128, vocab=33278, experts=16,
+             capacity_factor=1.25, dropout=0.1):
+    """BERT-Base with every second layer's FFN a top-2 MoE (the zoo's
+    bert-moe); the layers are Block, as the zoo's are."""
+    m = BERT(vocab, seq, d, heads, ffn, layers, dropout, layer="block")
+    capacity = math.ceil(capacity_factor * 2 * seq / experts)
+    for i in range(1, layers, 2):
+        m.encoder[i] = MoEBlock(d, heads, ffn, dropout, experts, capacity)
+    tokens = torch.randint(0, vocab, (batch, seq))
+    labels = torch.randint(0, vocab, (batch * seq,))
+    return m, (tokens, labels), _mlm
+
+
+def bert_moe_tiny(batch=4):
+    return bert_moe(batch=batch, layers=2, d=16, heads=2, ffn=32, seq=8, vocab=50, experts=4)

@@ -9,4 +9,5 @@ tensors (no weights are allocated); `hap import` turns the raw file into hap's
 graph JSON. The format is described in docs/import.md.
 """
 
+from .ops import top2_gate  # noqa: F401  (registers hap::top2_gate and hap::einsum)
 from .export import export, export_factory, export_reference, write_reference, trace, FORMAT, VERSION  # noqa: F401

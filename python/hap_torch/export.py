@@ -17,6 +17,8 @@ import sys
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .ops import trace_ops
+
 try:  # torch >= 1.13
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 except ImportError as e:  # pragma: no cover
@@ -259,7 +261,7 @@ def trace(model, inputs, loss, name=None, mode=None):
         paths.flush()
         return out
 
-    with mode, paths:
+    with mode, paths, trace_ops():
         gm = make_fx(f)(*flat)
 
     return _document(gm, leaves, name or type(model).__name__)
