@@ -450,7 +450,11 @@ func (c *conv) declare(p *Placeholder) (ir.TensorID, error) {
 		}
 	case "buffer":
 		kind = ir.State
-		c.note("buffer %q %v is fed as a non-trainable state tensor; its values are not imported", p.Name, p.Shape)
+		if len(p.Folded) > 0 {
+			c.note("%s computed from buffers and numbers alone is folded into state tensor %q %v", strings.Join(p.Folded, ", "), p.Name, p.Shape)
+		} else {
+			c.note("buffer %q %v is fed as a non-trainable state tensor; its values are not imported", p.Name, p.Shape)
+		}
 	case "input":
 		kind = ir.Input
 		if c.labels[p.Name] {

@@ -42,6 +42,10 @@ type Placeholder struct {
 	// Value holds a small constant's elements, flattened, when the trace
 	// knew them.
 	Value []float64 `json:"value,omitempty"`
+	// Folded, for a buffer, lists the ops of the constant the exporter
+	// folded into it: a value computed from buffers and numbers alone
+	// (an arange, a position table) becomes one fed tensor.
+	Folded []string `json:"folded,omitempty"`
 }
 
 // Node is one ATen call.

@@ -63,6 +63,7 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"transformer_encoder.py:model", 51, 9}, // in_proj_weight and in_proj_bias: 3 pieces each
 		{"testdata/torchref/ops.py:mixed", 41, 6},
 		{"testdata/torchref/ops.py:cnn", 5, 0},
+		{"testdata/torchref/ops.py:folded", 2, 0},
 		{"matmul_attention.py:model", 20, 0}, // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2
 	} {
 		t.Run(filepath.Base(c.factory), func(t *testing.T) {

@@ -213,11 +213,17 @@ def trace(model, inputs, loss, name=None, mode=None):
     """Trace loss(model, *inputs) into the hap.aten document (a dict)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    gm, leaves, _ = _trace_graph(model, inputs, loss, mode or _fake_mode())
+    return _document(gm, leaves, name or type(model).__name__)
+
+
+def _trace_graph(model, inputs, loss, mode):
+    """make_fx's graph of loss(model, *inputs), its placeholders' (kind,
+    name) and the tensors it was traced with. mode is a FakeTensorMode, or
+    None to trace the real tensors as they are."""
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     params = list(model.named_parameters())
     buffers = list(model.named_buffers())
-    if mode is None:
-        mode = _fake_mode()
     fake = {}
 
     def fakeify(t):
@@ -236,9 +242,11 @@ def trace(model, inputs, loss, name=None, mode=None):
             fake[id(t)] = f
         return fake[id(t)]
 
-    swap = {n: fakeify(t) for n, t in params + buffers}
-    swap = {n: t for n, t in swap.items() if t is not dict(params + buffers)[n]}
-    inputs = tuple(fakeify(x) if isinstance(x, torch.Tensor) else x for x in inputs)
+    swap = {}
+    if mode is not None:
+        swap = {n: fakeify(t) for n, t in params + buffers}
+        swap = {n: t for n, t in swap.items() if t is not dict(params + buffers)[n]}
+        inputs = tuple(fakeify(x) if isinstance(x, torch.Tensor) else x for x in inputs)
     ptensors = [swap.get(n, p) for n, p in params]
     btensors = [swap.get(n, b) for n, b in buffers]
     tinputs = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -261,10 +269,103 @@ def trace(model, inputs, loss, name=None, mode=None):
         paths.flush()
         return out
 
-    with mode, paths, trace_ops():
+    with (mode or contextlib.nullcontext()), paths, trace_ops():
         gm = make_fx(f)(*flat)
+    return gm, leaves, flat
 
-    return _document(gm, leaves, name or type(model).__name__)
+
+# ---- constants computed from buffers ----
+
+# Ops whose results are views or copies of their input: a buffer read
+# through them alone stays a read of the buffer, not a folded constant.
+_VIEWS = {"slice", "select", "view", "reshape", "_reshape_alias", "_unsafe_view", "unsqueeze", "squeeze",
+          "expand", "t", "transpose", "permute", "alias", "detach", "clone", "lift_fresh_copy", "getitem"}
+_RANDOM = ("bernoulli", "rand", "dropout", "normal", "uniform", "multinomial")
+
+
+def _op_base(n):
+    """aten.slice.Tensor -> "slice"; operator.getitem -> "getitem"."""
+    if n.target is operator.getitem:
+        return "getitem"
+    parts = str(n.target).split(".")
+    return parts[1] if len(parts) >= 3 else parts[-1]
+
+
+def _constants(gm, leaves):
+    """The fx nodes whose values depend on buffers and constants alone (no
+    parameter, input or random number), and among them those to fold: each
+    read by a node that is not constant, and computed by more than views."""
+    const, computed = set(), set()
+    i = 0
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if leaves[i][0] == "buffer":
+                const.add(n)
+            i += 1
+        elif n.op == "get_attr":
+            const.add(n)
+        elif n.op == "call_function":
+            base = _op_base(n)
+            if base.endswith("_") or any(r in base for r in _RANDOM):
+                continue  # in-place (a buffer updated by the step) or random
+            if all(a in const for a in n.all_input_nodes):
+                const.add(n)
+                if base not in _VIEWS or any(a in computed for a in n.all_input_nodes):
+                    computed.add(n)
+    fold = [n for n in gm.graph.nodes if n in computed and n.op == "call_function"
+            and any(u not in const for u in n.users)]
+    return const, fold
+
+
+def _cone(n, const):
+    """The distinct ops (aten.cos, ...) of the constants n is computed from."""
+    seen, ops, todo = set(), [], [n]
+    while todo:
+        m = todo.pop()
+        if m in seen or m.op != "call_function":
+            continue
+        seen.add(m)
+        if _op_base(m) not in _VIEWS and str(m.target) not in ops:
+            ops.append(str(m.target))
+        todo.extend(a for a in m.all_input_nodes if a in const)
+    return sorted(ops)
+
+
+def _folded_names(fold):
+    """The buffer names folded constants take: "<module>.folded<k>", k
+    counting them in graph order. The reference's trace (real, float64,
+    dropout off) finds the same constants in the same order, whatever its
+    node names: neither dtype nor dropout changes what is constant."""
+    names = {}
+    for k, n in enumerate(fold):
+        module = n.meta.get("hap_module", "")
+        stack = n.meta.get("nn_module_stack")
+        if stack:
+            path = list(stack.values())[-1]
+            module = path[0] if isinstance(path, tuple) else str(path)
+        names[n] = f"{module}.folded{k}" if module else f"folded{k}"
+    return names
+
+
+def folded_values(model, inputs, loss):
+    """{buffer name: value} of the constants trace folds, computed from
+    model's real buffers."""
+    gm, leaves, flat = _trace_graph(model, inputs, loss, None)
+    _, fold = _constants(gm, leaves)
+    want = {n.name: name for n, name in _folded_names(fold).items()}
+    vals = {}
+
+    class grab(torch.fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if n.name in want:
+                vals[want[n.name]] = v
+            return v
+
+    if want:
+        with torch.no_grad(), trace_ops():
+            grab(gm).run(*flat)
+    return vals
 
 
 def _document(gm, leaves, name):
@@ -284,8 +385,18 @@ def _document(gm, leaves, name):
             return [ref(x) for x in a]
         return a
 
+    const, fold = _constants(gm, leaves)
+    fold = _folded_names(fold)
     i = 0
     for n in gm.graph.nodes:
+        if n in fold:  # computed from buffers alone: one new buffer
+            refs[n] = fold[n]
+            d = {"name": refs[n], "kind": "buffer", "folded": _cone(n, const)}
+            d.update(_spec(n.meta.get("val")) or {})
+            placeholders.append(d)
+            continue
+        if n in const and n.op == "call_function" and all(u in const for u in n.users):
+            continue  # only constants read it: folded into a later one
         if n.op == "placeholder":
             kind, tname = leaves[i]
             i += 1
@@ -426,6 +537,8 @@ def write_reference(model, inputs, loss, outdir, name=None, seed=None):
         _write_tensor(outdir, "param", n, p, entries)
     for n, b in model.named_buffers():
         _write_tensor(outdir, "buffer", n, b, entries)
+    for n, v in folded_values(model, inputs, loss).items():
+        _write_tensor(outdir, "buffer", n, v, entries)
     in_names = _loss_arg_names(loss, len(inputs))
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):

@@ -45,3 +45,24 @@ def cnn():
                       nn.Conv2d(8, 6, 3, padding=1, bias=False), nn.Tanh(), nn.AdaptiveAvgPool2d(3),
                       nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(96, 4))
     return m, (torch.randn(2, 3, 23, 23), torch.randint(0, 4, (2,))), _loss
+
+
+class _Folded(nn.Module):
+    """A sinusoidal position table computed inside forward from a buffer
+    (arange, outer, sin, cos, cat): constants the exporter folds into one
+    state tensor, whose values the reference writes."""
+
+    def __init__(self, d=8, seq=6):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+        self.seq = seq
+        self.lin = nn.Linear(d, 3)
+
+    def forward(self, x):
+        freqs = torch.outer(torch.arange(self.seq, dtype=self.inv_freq.dtype), self.inv_freq)
+        pos = torch.cat([freqs.sin(), freqs.cos()], dim=-1)
+        return self.lin(torch.tanh(x + pos))[:, 0]
+
+
+def folded():
+    return _Folded(), (torch.randn(2, 6, 8), torch.randint(0, 3, (2,))), _loss
