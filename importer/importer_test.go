@@ -25,6 +25,7 @@ var fixtures = []struct{ file, factory string }{
 	{"vgg11_cifar.aten.json", "vgg_cifar.py:model"},
 	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
 	{"matmul_attention.aten.json", "matmul_attention.py:model"},
+	{"matmul_attention_select.aten.json", "matmul_attention.py:selected"},
 	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
 }
 
@@ -189,9 +190,16 @@ func TestImportTransformerEncoder(t *testing.T) {
 }
 
 // Attention written with 4-D matmuls over a packed projection (nanoGPT's
-// way) imports as one attention op per layer on [B, H, S, d].
+// way) imports as one attention op per layer on [B, H, S, d], whether the
+// projection is split (torch 1.13's nn.MultiheadAttention) or picked apart
+// by index (torch 2.x's).
 func TestImportMatmulAttention(t *testing.T) {
-	g := importFixture(t, "matmul_attention.aten.json").Graph
+	for _, f := range []string{"matmul_attention.aten.json", "matmul_attention_select.aten.json"} {
+		t.Run(f, func(t *testing.T) { checkMatmulAttention(t, importFixture(t, f).Graph) })
+	}
+}
+
+func checkMatmulAttention(t *testing.T, g *ir.Graph) {
 	got := kinds(g)
 	const layers = 2
 	for k, n := range map[ir.OpKind]int{ir.OpAttention: layers, ir.OpMatMul: 4*layers + 1, ir.OpSoftmax: 0, ir.OpMul: 0, ir.OpFillLike: 0} {

@@ -4,6 +4,10 @@ softmax(q @ kᵀ · s) @ v with 4-D matmuls. hap import recognises the chain
 and imports one attention op per layer (docs/import.md):
 
     hap import examples/torch/matmul_attention.py:model -o attn.json
+
+`selected` picks q, k and v apart as torch 2.x's nn.MultiheadAttention does
+(unflatten to (3, d), move the 3 to the front, index it); it imports to the
+same graph.
 """
 import math
 
@@ -13,16 +17,21 @@ import torch.nn.functional as F
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, select=False):
         super().__init__()
         self.heads = heads
+        self.select = select
         self.c_attn = nn.Linear(d, 3 * d)
         self.c_proj = nn.Linear(d, d)
 
     def forward(self, x):
         b, t, d = x.shape
         h = self.heads
-        q, k, v = self.c_attn(x).split(d, dim=-1)
+        if self.select:
+            p = self.c_attn(x).unflatten(-1, (3, d)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+            q, k, v = p[0], p[1], p[2]
+        else:
+            q, k, v = self.c_attn(x).split(d, dim=-1)
         q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
         y = F.softmax(att, dim=-1) @ v
@@ -30,9 +39,9 @@ class SelfAttention(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, d, heads, layers, classes):
+    def __init__(self, d, heads, layers, classes, select=False):
         super().__init__()
-        self.h = nn.ModuleList(SelfAttention(d, heads) for _ in range(layers))
+        self.h = nn.ModuleList(SelfAttention(d, heads, select) for _ in range(layers))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, classes)
 
@@ -42,8 +51,12 @@ class Net(nn.Module):
         return self.head(self.ln(x)[:, 0])
 
 
-def model(batch=2, seq=4, d=16, heads=2, layers=2, classes=3):
-    m = Net(d, heads, layers, classes)
+def model(batch=2, seq=4, d=16, heads=2, layers=2, classes=3, select=False):
+    m = Net(d, heads, layers, classes, select)
     x = torch.randn(batch, seq, d)
     y = torch.randint(0, classes, (batch,))
     return m, (x, y), lambda m, x, y: F.cross_entropy(m(x), y, reduction="sum")
+
+
+def selected():
+    return model(select=True)

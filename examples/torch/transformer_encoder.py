@@ -35,9 +35,10 @@ def vit_base(batch=8):
     return model(batch=batch, seq=197, vocab=1000, d=768, heads=12, ff=3072, layers=12, classes=1000)
 
 
-def seven_b(batch=1):
+def seven_b(batch=64):
     """A 7B-parameter stack at decoder shapes (32 layers, width 4096, 32
     heads, FFN 16384, sequence 2048, vocabulary 32000), for timing the
     trace: on fake tensors its 27 GB of float32 weights are never allocated.
-    (No causal mask: nn.TransformerEncoderLayer's attn_mask is not imported.)"""
+    (No causal mask: nn.TransformerEncoderLayer's attn_mask is not imported.)
+    The batch, one sample per GPU of paper-64, is what `hap plan` plans."""
     return model(batch=batch, seq=2048, vocab=32000, d=4096, heads=32, ff=16384, layers=32, classes=32000)
