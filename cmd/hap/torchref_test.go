@@ -64,7 +64,7 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"testdata/torchref/ops.py:mixed", 41, 6},
 		{"testdata/torchref/ops.py:cnn", 5, 0},
 		{"testdata/torchref/ops.py:folded", 2, 0},
-		{"matmul_attention.py:model", 20, 0}, // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2
+		{"matmul_attention.py:model", 20, 0},    // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2
 		{"matmul_attention.py:selected", 20, 0}, // the same, q, k and v picked by index as torch 2.x does
 	} {
 		t.Run(filepath.Base(c.factory), func(t *testing.T) {
