@@ -48,6 +48,10 @@ var gradCases = []gradCase{
 	{"gelu", func(b *ir.Builder) ir.TensorID { return b.GELU(p(b, "x", 5, 4)) }},
 	{"sigmoid", func(b *ir.Builder) ir.TensorID { return b.Sigmoid(p(b, "x", 5, 4)) }},
 	{"tanh", func(b *ir.Builder) ir.TensorID { return b.Tanh(p(b, "x", 5, 4)) }},
+	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(p(b, "x", 5, 4)) }},
+	// Scaled so that values fall on both sides of the kinks at ±3.
+	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},
+	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},
 	{"dropout", func(b *ir.Builder) ir.TensorID { return b.Dropout(p(b, "x", 6, 7), 0.3) }},
 	{"softmax", func(b *ir.Builder) ir.TensorID { return b.Softmax(p(b, "x", 3, 5)) }},
 	{"log_softmax", func(b *ir.Builder) ir.TensorID { return b.LogSoftmax(p(b, "x", 3, 5)) }},

@@ -130,6 +130,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		}
 		return collective(ctx.Comm, op, in[0], out[0])
 	default:
+		if ok, err := execAct(op, in, out); ok {
+			return err
+		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)
 	}
 	return nil

@@ -149,6 +149,7 @@ func Kinds() []OpKind {
 		OpConv2DGradWeight, OpMaxPool2DGrad, OpAdaptiveAvgPool2DGrad, OpCrossEntropyGrad, OpNLLLossGrad,
 		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate, OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll,
 		OpDynamicSlice, OpReplicate}
+	ks = append(ks, actKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -262,6 +263,9 @@ func lookup(k OpKind) (opDef, bool) {
 		return opDef{2, inferSameShape, nil, workOpt(2)}, true
 	case OpAdamUpdate:
 		return opDef{5, inferAdam, nil, workOpt(12)}, true
+	}
+	if d, ok := lookupAct(k); ok {
+		return d, true
 	}
 	return opDef{}, false
 }

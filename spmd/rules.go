@@ -81,7 +81,7 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 	a := &op.Attrs
 	switch op.Kind {
 	// Elementwise ops: any dim splits; linear ones also pass partial sums.
-	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout, ir.OpFillLike:
+	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout, ir.OpFillLike, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		forDims(len(out[0]), func(d, s int) { add("split", []Layout{G(d, s)}, []Layout{G(d, s)}) })
 		if op.Kind == ir.OpDropout {
 			add("partial", []Layout{R}, []Layout{R})
