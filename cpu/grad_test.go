@@ -48,6 +48,10 @@ var gradCases = []gradCase{
 	{"gelu", func(b *ir.Builder) ir.TensorID { return b.GELU(p(b, "x", 5, 4)) }},
 	{"sigmoid", func(b *ir.Builder) ir.TensorID { return b.Sigmoid(p(b, "x", 5, 4)) }},
 	{"tanh", func(b *ir.Builder) ir.TensorID { return b.Tanh(p(b, "x", 5, 4)) }},
+	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(p(b, "x", 5, 4)) }},
+	// Scaled so that values fall on both sides of the kinks at ±3.
+	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},
+	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},
 	{"dropout", func(b *ir.Builder) ir.TensorID { return b.Dropout(p(b, "x", 6, 7), 0.3) }},
 	{"softmax", func(b *ir.Builder) ir.TensorID { return b.Softmax(p(b, "x", 3, 5)) }},
 	{"log_softmax", func(b *ir.Builder) ir.TensorID { return b.LogSoftmax(p(b, "x", 3, 5)) }},
@@ -77,6 +81,15 @@ var gradCases = []gradCase{
 	}},
 	{"conv2d", func(b *ir.Builder) ir.TensorID { return b.Conv2D(p(b, "x", 2, 3, 5, 5), p(b, "w", 4, 3, 3, 3), 2, 1) }},
 	{"conv2d/no-pad", func(b *ir.Builder) ir.TensorID { return b.Conv2D(p(b, "x", 1, 2, 4, 3), p(b, "w", 2, 2, 2, 2), 1, 0) }},
+	{"conv2d/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(p(b, "x", 2, 4, 5, 5), p(b, "w", 6, 2, 3, 3), 2, 1, 2)
+	}},
+	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(p(b, "x", 2, 3, 5, 4), p(b, "w", 3, 1, 3, 3), 1, 1, 3)
+	}},
+	{"conv2d/depthwise-multiplier", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(p(b, "x", 1, 2, 4, 4), p(b, "w", 4, 1, 2, 2), 2, 0, 2)
+	}},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(p(b, "x", 2, 2, 4, 6), 2, 2) }},
 	{"adaptive_avg_pool2d/up", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(p(b, "x", 2, 2, 1, 1), 3, 3) }},
 	{"adaptive_avg_pool2d/down", func(b *ir.Builder) ir.TensorID {

@@ -97,10 +97,19 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 	case ir.OpAdamUpdate:
 		adam(a, in[0], in[1], in[2], in[3], in[4], out[0], out[1], out[2])
 	case ir.OpConv2D:
+		if ir.ConvGroups(a) > 1 {
+			return gconv2d(a, in[0], in[1], out[0])
+		}
 		return conv2d(a, in[0], in[1], out[0])
 	case ir.OpConv2DGradInput:
+		if ir.ConvGroups(a) > 1 {
+			return gconv2dGradInput(a, in[0], in[1], out[0])
+		}
 		return conv2dGradInput(a, in[0], in[1], out[0])
 	case ir.OpConv2DGradWeight:
+		if ir.ConvGroups(a) > 1 {
+			return gconv2dGradWeight(a, in[0], in[1], out[0])
+		}
 		return conv2dGradWeight(a, in[0], in[1], out[0])
 	case ir.OpMaxPool2D:
 		return maxPool2d(a, in[0], out[0])
@@ -130,6 +139,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		}
 		return collective(ctx.Comm, op, in[0], out[0])
 	default:
+		if ok, err := execAct(op, in, out); ok {
+			return err
+		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)
 	}
 	return nil

@@ -57,7 +57,7 @@ type KernelSig struct {
 	Params []ParamKind
 }
 
-// kernelSigs is the table of every kernel in kernelBody.
+// kernelSigs is the table of every kernel in kernelBody and actKernels.
 var kernelSigs = []KernelSig{
 	{"relu", []ParamKind{PConstT, PT, PI64}},
 	{"gelu", []ParamKind{PConstT, PT, PI64}},
@@ -67,6 +67,12 @@ var kernelSigs = []KernelSig{
 	{"gelu_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"sigmoid_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"tanh_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"silu", []ParamKind{PConstT, PT, PI64}}, // actKernels
+	{"hardswish", []ParamKind{PConstT, PT, PI64}},
+	{"hardsigmoid", []ParamKind{PConstT, PT, PI64}},
+	{"silu_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"hardswish_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"hardsigmoid_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"add", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"mul", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"bias_last", []ParamKind{PConstT, PConstT, PT, PI64, PI64}},
@@ -151,6 +157,7 @@ func KernelSource(dt ir.DType) string {
 	fmt.Fprintf(&sb, "#define K(name) hap_##name##_%s\n", Suffix(dt))
 	sb.WriteString(kernelPrelude)
 	sb.WriteString(kernelBody)
+	sb.WriteString(actKernels)
 	sb.WriteString("#undef K\n")
 	return sb.String()
 }

@@ -32,6 +32,12 @@ var opCases = []opCase{
 	{"gelu_grad", emit2(ir.OpGELUGrad, ir.Attrs{}, 5, 7)},
 	{"sigmoid_grad", emit2(ir.OpSigmoidGrad, ir.Attrs{}, 5, 7)},
 	{"tanh_grad", emit2(ir.OpTanhGrad, ir.Attrs{}, 5, 7)},
+	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(prm(b, "x", 5, 7)) }},
+	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(prm(b, "x", 5, 7)) }},
+	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(prm(b, "x", 5, 7)) }},
+	{"silu_grad", emit2(ir.OpSiLUGrad, ir.Attrs{}, 5, 7)},
+	{"hardswish_grad", emit2(ir.OpHardSwishGrad, ir.Attrs{}, 5, 7)},
+	{"hardsigmoid_grad", emit2(ir.OpHardSigmoidGrad, ir.Attrs{}, 5, 7)},
 	{"add", func(b *ir.Builder) ir.TensorID { return b.Add(prm(b, "a", 130), prm(b, "b", 130)) }},
 	{"mul", func(b *ir.Builder) ir.TensorID { return b.Mul(prm(b, "a", 6, 5), prm(b, "b", 6, 5)) }},
 	{"bias", func(b *ir.Builder) ir.TensorID { return b.Bias(prm(b, "x", 4, 6), prm(b, "b", 6)) }},
@@ -247,6 +253,14 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 		} else {
 			for j := range v.Data {
 				v.Data[j] = F(rng.Float64()*4 - 2)
+			}
+			switch op.Kind {
+			case ir.OpHardSwish, ir.OpHardSigmoid, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad:
+				if i == 0 { // both sides of the kinks at ±3
+					for j := range v.Data {
+						v.Data[j] *= 3
+					}
+				}
 			}
 			if op.Kind == ir.OpAdamUpdate && i == 3 {
 				for j := range v.Data { // v ≥ 0

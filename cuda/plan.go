@@ -268,9 +268,10 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 		return p.launch(base, dt, p.elemGrid(n), in(0), in(1), out(0), n)
 	}
 	switch op.Kind {
-	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh:
+	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		return unary(string(op.Kind))
-	case ir.OpReLUGrad, ir.OpGELUGrad, ir.OpSigmoidGrad, ir.OpTanhGrad, ir.OpAdd, ir.OpMul:
+	case ir.OpReLUGrad, ir.OpGELUGrad, ir.OpSigmoidGrad, ir.OpTanhGrad, ir.OpAdd, ir.OpMul,
+		ir.OpSiLUGrad, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad:
 		return binary(string(op.Kind))
 	case ir.OpBias:
 		return p.bias(a, ins[0], ins[1], dt, n)

@@ -33,6 +33,9 @@ var ruleCases = []ruleCase{
 	{"gelu", func(b *ir.Builder) ir.TensorID { return b.GELU(prm(b, "x", 6, 5)) }},
 	{"sigmoid", func(b *ir.Builder) ir.TensorID { return b.Sigmoid(prm(b, "x", 6, 5)) }},
 	{"tanh", func(b *ir.Builder) ir.TensorID { return b.Tanh(prm(b, "x", 6, 5)) }},
+	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(prm(b, "x", 6, 5)) }},
+	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(prm(b, "x", 6, 5)) }},
+	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(prm(b, "x", 6, 5)) }},
 	{"dropout", func(b *ir.Builder) ir.TensorID { return b.Dropout(prm(b, "x", 6, 5), 0.4) }},
 	{"softmax", func(b *ir.Builder) ir.TensorID { return b.Softmax(prm(b, "x", 6, 5)) }},
 	{"log_softmax", func(b *ir.Builder) ir.TensorID { return b.LogSoftmax(prm(b, "x", 3, 6, 5)) }},
@@ -59,6 +62,15 @@ var ruleCases = []ruleCase{
 	}},
 	{"conv2d", func(b *ir.Builder) ir.TensorID {
 		return b.Conv2D(prm(b, "x", 6, 3, 4, 4), prm(b, "w", 5, 3, 3, 3), 1, 1)
+	}},
+	// 4 groups: the segment of 4 units puts one group in each unit, that
+	// of 2 units two groups (the x dim of 8 channels and w's of 12 outputs
+	// both divide).
+	{"conv2d/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 6, 8, 4, 4), prm(b, "w", 12, 2, 3, 3), 1, 1, 4)
+	}},
+	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 6, 5, 4, 4), prm(b, "w", 5, 1, 3, 3), 2, 1, 5)
 	}},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 6, 5, 4, 4), 2, 2) }},
 	{"adaptive_avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 6, 5, 2, 3), 3, 2) }},
@@ -169,6 +181,7 @@ func leafLayout(g *ir.Graph, t ir.TensorID, want spmd.Layout, segs []spmd.Segmen
 func TestEveryRuleMatchesSingleDevice(t *testing.T) {
 	const tol = 1e-10
 	covered := map[ir.OpKind]int{}
+	coveredRule := map[string]int{} // "kind/rule"
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range ruleCases {
 		g := caseGraph(t, c)
@@ -213,12 +226,20 @@ func TestEveryRuleMatchesSingleDevice(t *testing.T) {
 					t.Errorf("%s: relative error %.3g (loss %.3g, grads %.3g on %s, params %.3g)", name, rep.Max(), rep.Loss.MaxRel, rep.Grads.MaxRel, rep.Grads.Worst, rep.Params.MaxRel)
 				}
 				covered[op.Kind]++
+				coveredRule[string(op.Kind)+"/"+rule.Name]++
 			}
 		}
 	}
 	for _, k := range ir.Kinds() {
 		if ir.IsDifferentiable(k) && !ir.IsCollective(k) && k != ir.OpReplicate && k != ir.OpDynamicSlice && k != ir.OpPad && covered[k] == 0 {
 			t.Errorf("operator %s: no rule verified", k)
+		}
+	}
+	// Rules that only some shapes or attributes allow, which the cases
+	// above are built to reach.
+	for _, r := range []string{"conv2d/split-groups"} {
+		if coveredRule[r] == 0 {
+			t.Errorf("rule %s: never verified", r)
 		}
 	}
 	t.Logf("verified rules per operator: %v", covered)

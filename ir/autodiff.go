@@ -353,10 +353,10 @@ func gradConv2D(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	a := op.Attrs
 	dx := none(2)
 	if c.need(x) {
-		dx[0] = c.emit1(OpConv2DGradInput, Attrs{Stride: a.Stride, Pad: a.Pad, Shape: c.t(x).Shape.Clone()}, dy[0], w)
+		dx[0] = c.emit1(OpConv2DGradInput, Attrs{Stride: a.Stride, Pad: a.Pad, Groups: a.Groups, Shape: c.t(x).Shape.Clone()}, dy[0], w)
 	}
 	if c.need(w) {
-		dx[1] = c.emit1(OpConv2DGradWeight, Attrs{Stride: a.Stride, Pad: a.Pad, Shape: c.t(w).Shape.Clone()}, x, dy[0])
+		dx[1] = c.emit1(OpConv2DGradWeight, Attrs{Stride: a.Stride, Pad: a.Pad, Groups: a.Groups, Shape: c.t(w).Shape.Clone()}, x, dy[0])
 	}
 	return dx
 }

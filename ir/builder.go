@@ -402,3 +402,10 @@ func (b *Builder) Linear(x, w, bias TensorID) TensorID {
 	}
 	return y
 }
+
+// GroupedConv2D is Conv2D with the channels in groups groups: w is
+// [O, C/groups, KH, KW] and output channel o reads only its group's inputs
+// (depthwise: groups = C).
+func (b *Builder) GroupedConv2D(x, w TensorID, stride, pad, groups int) TensorID {
+	return b.emit1(OpConv2D, Attrs{Stride: stride, Pad: pad, Groups: groups}, x, w)
+}

@@ -149,6 +149,7 @@ func Kinds() []OpKind {
 		OpConv2DGradWeight, OpMaxPool2DGrad, OpAdaptiveAvgPool2DGrad, OpCrossEntropyGrad, OpNLLLossGrad,
 		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate, OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll,
 		OpDynamicSlice, OpReplicate}
+	ks = append(ks, actKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -262,6 +263,9 @@ func lookup(k OpKind) (opDef, bool) {
 		return opDef{2, inferSameShape, nil, workOpt(2)}, true
 	case OpAdamUpdate:
 		return opDef{5, inferAdam, nil, workOpt(12)}, true
+	}
+	if d, ok := lookupAct(k); ok {
+		return d, true
 	}
 	return opDef{}, false
 }
@@ -698,8 +702,11 @@ func inferConv2D(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	if err := sameDType(x, w); err != nil {
 		return nil, err
 	}
-	if len(x.Shape) != 4 || len(w.Shape) != 4 || x.Shape[1] != w.Shape[1] {
-		return nil, errShapes("conv2d wants x[N,C,H,W] and w[O,C,KH,KW]", x, w)
+	if len(x.Shape) != 4 || len(w.Shape) != 4 {
+		return nil, errShapes("conv2d wants x[N,C,H,W] and w[O,C/groups,KH,KW]", x, w)
+	}
+	if err := checkConvGroups(a, x, w); err != nil {
+		return nil, err
 	}
 	if a.Stride < 1 || a.Pad < 0 {
 		return nil, fmt.Errorf("conv2d stride %d must be ≥ 1 and pad %d ≥ 0", a.Stride, a.Pad)

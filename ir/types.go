@@ -269,6 +269,7 @@ type Attrs struct {
 	Kernel   int       `json:"kernel,omitempty"`   // pooling window
 	Stride   int       `json:"stride,omitempty"`   // conv/pool stride
 	Pad      int       `json:"pad,omitempty"`      // conv padding (both sides)
+	Groups   int       `json:"groups,omitempty"`   // conv groups (0 or absent: 1); ConvGroups reads it
 	Rate     float64   `json:"rate,omitempty"`     // dropout probability of zeroing
 	Seed     uint64    `json:"seed,omitempty"`     // dropout seed
 	Eps      float64   `json:"eps,omitempty"`      // layer-norm / Adam epsilon

@@ -395,6 +395,8 @@ func localAttrs(g *ir.Graph, p *spmd.Program, i, rank int) ir.Attrs {
 	case ir.OpDropout:
 		a.Shape = out.Clone()
 		a.Offset, _ = p.Piece(p.OutPlacement(i, 0), out, rank)
+	case ir.OpConv2D:
+		a.Groups = localGroups(g, p, i, rank, op)
 	case ir.OpEmbedding:
 		pl := p.InPlacement(i, 1)
 		if (pl.Inner.Kind == spmd.Gather && pl.Inner.Dim == 0) || (pl.Outer.Kind == spmd.Gather && pl.Outer.Dim == 0) {
@@ -404,4 +406,21 @@ func localAttrs(g *ir.Graph, p *spmd.Program, i, rank int) ir.Attrs {
 		}
 	}
 	return a
+}
+
+// localGroups is the number of groups of a grouped convolution on device
+// rank: its share of x's channels holds that share of the groups (spmd's
+// split-groups rule cuts at group boundaries). A device holding no
+// channels keeps the original count, as 0 would read as 1 and an empty
+// shard fits any count (ir.ConvGroups).
+func localGroups(g *ir.Graph, p *spmd.Program, i, rank int, op *ir.Op) int {
+	if op.Attrs.Groups <= 1 {
+		return op.Attrs.Groups
+	}
+	xs := g.Tensors[op.Inputs[0]].Shape
+	_, local := p.Piece(p.InPlacement(i, 0), xs, rank)
+	if local[1] == 0 || local[1] == xs[1] {
+		return op.Attrs.Groups
+	}
+	return op.Attrs.Groups * local[1] / xs[1]
 }

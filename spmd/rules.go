@@ -81,7 +81,7 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 	a := &op.Attrs
 	switch op.Kind {
 	// Elementwise ops: any dim splits; linear ones also pass partial sums.
-	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout, ir.OpFillLike:
+	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout, ir.OpFillLike, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		forDims(len(out[0]), func(d, s int) { add("split", []Layout{G(d, s)}, []Layout{G(d, s)}) })
 		if op.Kind == ir.OpDropout {
 			add("partial", []Layout{R}, []Layout{R})
@@ -152,10 +152,21 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 			}
 		}
 	case ir.OpConv2D:
+		groups := ir.ConvGroups(a)
 		for s := range segs {
 			add("split-batch", []Layout{G(0, s), I}, []Layout{G(0, s)})
-			add("split-out-channels", []Layout{I, G(0, s)}, []Layout{G(1, s)})
-			add("split-in-channels", []Layout{G(1, s), G(1, s)}, []Layout{R})
+			if groups == 1 {
+				add("split-out-channels", []Layout{I, G(0, s)}, []Layout{G(1, s)})
+				add("split-in-channels", []Layout{G(1, s), G(1, s)}, []Layout{R})
+			} else if u := segs[s].Units; u > 0 && groups%u == 0 {
+				// Whole groups to each device: a unit of the segment is
+				// groups/u groups, so x's channels and w's output channels
+				// cut at the same group boundaries and each device runs a
+				// smaller grouped convolution (lowering sets its groups).
+				// Splitting output channels alone, or input channels
+				// alone, would cut through groups.
+				add("split-groups", []Layout{G(1, s), G(0, s)}, []Layout{G(1, s)})
+			}
 		}
 	case ir.OpMaxPool2D, ir.OpAdaptiveAvgPool2D:
 		for s := range segs {

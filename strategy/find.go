@@ -145,7 +145,7 @@ func findAttention(g *ir.Graph) attentionParts {
 // units where they are.
 func elementwise(k ir.OpKind) bool {
 	switch k {
-	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout:
+	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpDropout, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		return true
 	}
 	return false

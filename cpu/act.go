@@ -1,0 +1,57 @@
+package cpu
+
+import (
+	"math"
+
+	"hap/ir"
+)
+
+// execAct runs the activations of ir/act.go; ok is false for any other
+// kind. The formulas and the derivative at the kinks are PyTorch's
+// (aten's hardswish_backward and hardsigmoid_backward), so gradients agree
+// with torch's even on the boundaries.
+func execAct[F Float](op *ir.Op, in, out []*Tensor[F]) (ok bool, err error) {
+	switch op.Kind {
+	case ir.OpSiLU:
+		mapf(in[0], out[0], func(x F) F { return F(float64(x) * sigmoid(float64(x))) })
+	case ir.OpHardSwish:
+		mapf(in[0], out[0], func(x F) F { return F(float64(x) * hardSigmoid(float64(x))) })
+	case ir.OpHardSigmoid:
+		mapf(in[0], out[0], func(x F) F { return F(hardSigmoid(float64(x))) })
+	case ir.OpSiLUGrad:
+		return true, zip(in[0], in[1], out[0], func(x, dy F) F {
+			v := float64(x)
+			s := sigmoid(v)
+			return F(float64(dy) * s * (1 + v*(1-s)))
+		})
+	case ir.OpHardSwishGrad:
+		return true, zip(in[0], in[1], out[0], func(x, dy F) F { return F(float64(dy) * hardSwishSlope(float64(x))) })
+	case ir.OpHardSigmoidGrad:
+		return true, zip(in[0], in[1], out[0], func(x, dy F) F {
+			if x > -3 && x < 3 {
+				return F(float64(dy) / 6)
+			}
+			return 0
+		})
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// hardSigmoid is relu6(x+3)/6.
+func hardSigmoid(x float64) float64 { return math.Min(math.Max(x+3, 0), 6) / 6 }
+
+// hardSwishSlope is d/dx x·relu6(x+3)/6 as aten's hardswish_backward takes
+// it: 0 below −3, x/3 + ½ on [−3, 3], 1 above.
+func hardSwishSlope(x float64) float64 {
+	switch {
+	case x < -3:
+		return 0
+	case x <= 3:
+		return x/3 + 0.5
+	}
+	return 1
+}
