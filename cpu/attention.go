@@ -6,7 +6,12 @@ package cpu
 //
 //	P = softmax_rows(scale·q·kᵀ + mask),   y = P·v
 //
-// where the causal mask removes key j > query i. The score products go
+// where the causal mask removes key j > query i and the optional additive
+// mask m[S,T] is the same for every batch slice. Grouped-query attention
+// (kv_group g > 1) runs per key/value slice with the g query heads that
+// read it as one block of g·S query rows (adjacent in q's layout), the
+// row's position being its index mod S; the backward's dK and dV then sum
+// over the group by the same products. The score products go
 // through gonum's BLAS; the softmax runs in float64 (row max subtracted).
 // The backward recomputes P rather than storing it. Batch slices are
 // processed in parallel, at most GOMAXPROCS at a time.
@@ -18,32 +23,31 @@ import (
 	"hap/ir"
 )
 
-// attnGeom is the geometry of one attention op.
+// attnGeom is the geometry of one attention op, per key/value slice: kv
+// slices of q's g·s rows (rows = g·s) against t keys.
 type attnGeom struct {
-	batch, s, t, d, dv int
-	scale              float64
-	causal             bool
+	batch, rows, s, t, d, dv int
+	scale                    float64
+	causal                   bool
 }
 
-func newAttnGeom[F Float](op string, a *ir.Attrs, q, k, v *Tensor[F]) (attnGeom, error) {
-	r := len(q.Shape)
-	if r < 2 || len(k.Shape) != r || len(v.Shape) != r {
-		return attnGeom{}, fmt.Errorf("%s: q %v, k %v, v %v need equal rank ≥ 2", op, q.Shape, k.Shape, v.Shape)
+func newAttnGeom[F Float](op string, a *ir.Attrs, q, k, v, mask *Tensor[F]) (attnGeom, error) {
+	ts := []*ir.Tensor{{Name: "q", Shape: q.Shape, DType: ir.Float64}, {Name: "k", Shape: k.Shape, DType: ir.Float64}, {Name: "v", Shape: v.Shape, DType: ir.Float64}}
+	if mask != nil {
+		ts = append(ts, &ir.Tensor{Name: "mask", Shape: mask.Shape, DType: ir.Float64})
 	}
-	lead := q.Shape[:r-2]
-	g := attnGeom{
-		batch: lead.Numel(), s: q.Shape[r-2], t: k.Shape[r-2], d: q.Shape[r-1], dv: v.Shape[r-1],
-		scale: a.Scale, causal: a.Causal,
+	ag, err := ir.AttentionGeometry(a, ts)
+	if err != nil {
+		return attnGeom{}, fmt.Errorf("%s: %w", op, err)
 	}
-	kw := append(lead.Clone(), g.t, g.d)
-	vw := append(lead.Clone(), g.t, g.dv)
-	if !k.Shape.Equal(kw) || !v.Shape.Equal(vw) {
-		return attnGeom{}, fmt.Errorf("%s: q %v, k %v, v %v: batch dims, head dims or key lengths differ", op, q.Shape, k.Shape, v.Shape)
-	}
+	g := attnGeom{batch: ag.KVBatch, rows: ag.Group * ag.S, s: ag.S, t: ag.T, d: ag.D, dv: ag.Dv, scale: a.Scale, causal: a.Causal}
 	for _, t := range []struct {
 		n string
 		x *Tensor[F]
-	}{{"q", q}, {"k", k}, {"v", v}} {
+	}{{"q", q}, {"k", k}, {"v", v}, {"mask", mask}} {
+		if t.x == nil {
+			continue
+		}
 		if err := checkTensor(op, t.n, t.x, t.x.Shape); err != nil {
 			return attnGeom{}, err
 		}
@@ -58,11 +62,18 @@ func (g attnGeom) yShape(q ir.Shape) ir.Shape {
 	return y
 }
 
-// attnProbs fills p[S·T] with softmax(scale·q·kᵀ + mask) for one batch slice.
-func attnProbs[F Float](g attnGeom, qb, kb, p []F) {
-	gemmScaled(false, true, g.s, g.t, g.d, g.scale, qb, kb, 0, p)
-	for i := 0; i < g.s; i++ {
-		row := p[i*g.t : (i+1)*g.t]
+// attnProbs fills p[rows·T] with softmax(scale·q·kᵀ + mask) for one
+// key/value slice; mask is nil or the [S,T] additive mask.
+func attnProbs[F Float](g attnGeom, qb, kb, mask, p []F) {
+	gemmScaled(false, true, g.rows, g.t, g.d, g.scale, qb, kb, 0, p)
+	for r := 0; r < g.rows; r++ {
+		i := r % g.s
+		row := p[r*g.t : (r+1)*g.t]
+		if mask != nil {
+			for j, m := range mask[i*g.t : (i+1)*g.t] {
+				row[j] += m
+			}
+		}
 		n := g.t
 		if g.causal {
 			n = min(i+1, g.t)
@@ -85,10 +96,18 @@ func attnProbs[F Float](g attnGeom, qb, kb, p []F) {
 	}
 }
 
-// attention computes y = softmax(scale·q·kᵀ + mask)·v per batch slice.
-func attention[F Float](a *ir.Attrs, q, k, v, y *Tensor[F]) error {
+func maskData[F Float](m *Tensor[F]) []F {
+	if m == nil {
+		return nil
+	}
+	return m.Data
+}
+
+// attention computes y = softmax(scale·q·kᵀ + mask)·v per batch slice;
+// mask is nil when the op has none.
+func attention[F Float](a *ir.Attrs, q, k, v, mask, y *Tensor[F]) error {
 	const op = "attention"
-	g, err := newAttnGeom(op, a, q, k, v)
+	g, err := newAttnGeom(op, a, q, k, v, mask)
 	if err != nil {
 		return err
 	}
@@ -99,12 +118,13 @@ func attention[F Float](a *ir.Attrs, q, k, v, y *Tensor[F]) error {
 		clear(y.Data)
 		return nil
 	}
-	qn, kn, vn, yn := g.s*g.d, g.t*g.d, g.t*g.dv, g.s*g.dv
+	qn, kn, vn, yn := g.rows*g.d, g.t*g.d, g.t*g.dv, g.rows*g.dv
+	m := maskData(mask)
 	kernParallel(g.batch, kernWorkers(g.batch), func(_, lo, hi int) {
-		p := make([]F, g.s*g.t)
+		p := make([]F, g.rows*g.t)
 		for b := lo; b < hi; b++ {
-			attnProbs(g, q.Data[b*qn:(b+1)*qn], k.Data[b*kn:(b+1)*kn], p)
-			gemmScaled(false, false, g.s, g.dv, g.t, 1, p, v.Data[b*vn:(b+1)*vn], 0, y.Data[b*yn:(b+1)*yn])
+			attnProbs(g, q.Data[b*qn:(b+1)*qn], k.Data[b*kn:(b+1)*kn], m, p)
+			gemmScaled(false, false, g.rows, g.dv, g.t, 1, p, v.Data[b*vn:(b+1)*vn], 0, y.Data[b*yn:(b+1)*yn])
 		}
 	})
 	return nil
@@ -117,9 +137,11 @@ func attention[F Float](a *ir.Attrs, q, k, v, y *Tensor[F]) error {
 //	dS = P ⊙ (dP − rowsum(dP ⊙ P))    (masked entries have P = 0, so dS = 0)
 //	dQ = scale·dS·K
 //	dK = scale·dSᵀ·Q
-func attentionGrad[F Float](a *ir.Attrs, q, k, v, dy, dq, dk, dv *Tensor[F]) error {
+//
+// The additive mask is a constant and gets no gradient.
+func attentionGrad[F Float](a *ir.Attrs, q, k, v, dy, mask, dq, dk, dv *Tensor[F]) error {
 	const op = "attention_grad"
-	g, err := newAttnGeom(op, a, q, k, v)
+	g, err := newAttnGeom(op, a, q, k, v, mask)
 	if err != nil {
 		return err
 	}
@@ -138,17 +160,18 @@ func attentionGrad[F Float](a *ir.Attrs, q, k, v, dy, dq, dk, dv *Tensor[F]) err
 		clear(dq.Data)
 		return nil
 	}
-	qn, kn, vn, yn := g.s*g.d, g.t*g.d, g.t*g.dv, g.s*g.dv
+	qn, kn, vn, yn := g.rows*g.d, g.t*g.d, g.t*g.dv, g.rows*g.dv
+	m := maskData(mask)
 	kernParallel(g.batch, kernWorkers(g.batch), func(_, lo, hi int) {
-		p := make([]F, g.s*g.t)
-		ds := make([]F, g.s*g.t)
+		p := make([]F, g.rows*g.t)
+		ds := make([]F, g.rows*g.t)
 		for b := lo; b < hi; b++ {
 			qb, kb, vb := q.Data[b*qn:(b+1)*qn], k.Data[b*kn:(b+1)*kn], v.Data[b*vn:(b+1)*vn]
 			dyb := dy.Data[b*yn : (b+1)*yn]
-			attnProbs(g, qb, kb, p)
-			gemmScaled(true, false, g.t, g.dv, g.s, 1, p, dyb, 0, dv.Data[b*vn:(b+1)*vn])
-			gemmScaled(false, true, g.s, g.t, g.dv, 1, dyb, vb, 0, ds)
-			for i := 0; i < g.s; i++ {
+			attnProbs(g, qb, kb, m, p)
+			gemmScaled(true, false, g.t, g.dv, g.rows, 1, p, dyb, 0, dv.Data[b*vn:(b+1)*vn])
+			gemmScaled(false, true, g.rows, g.t, g.dv, 1, dyb, vb, 0, ds)
+			for i := 0; i < g.rows; i++ {
 				pr, dr := p[i*g.t:(i+1)*g.t], ds[i*g.t:(i+1)*g.t]
 				var r float64
 				for j, pv := range pr {
@@ -158,8 +181,8 @@ func attentionGrad[F Float](a *ir.Attrs, q, k, v, dy, dq, dk, dv *Tensor[F]) err
 					dr[j] = F(float64(pv) * (float64(dr[j]) - r))
 				}
 			}
-			gemmScaled(false, false, g.s, g.d, g.t, g.scale, ds, kb, 0, dq.Data[b*qn:(b+1)*qn])
-			gemmScaled(true, false, g.t, g.d, g.s, g.scale, ds, qb, 0, dk.Data[b*kn:(b+1)*kn])
+			gemmScaled(false, false, g.rows, g.d, g.t, g.scale, ds, kb, 0, dq.Data[b*qn:(b+1)*qn])
+			gemmScaled(true, false, g.t, g.d, g.rows, g.scale, ds, qb, 0, dk.Data[b*kn:(b+1)*kn])
 		}
 	})
 	return nil

@@ -76,10 +76,10 @@ func ktAttnRun[F Float](t *testing.T, c ktAttnCase, q64, k64, v64, r64 *Tensor[f
 	t.Helper()
 	q, k, v, r := ktConv[F](q64), ktConv[F](k64), ktConv[F](v64), ktConv[F](r64)
 	y, dq, dk, dv = ktZeros[F](c.ys()), ktZeros[F](c.qs()), ktZeros[F](c.ks()), ktZeros[F](c.vs())
-	if err := attention(c.attrs(), q, k, v, y); err != nil {
+	if err := attention(c.attrs(), q, k, v, nil, y); err != nil {
 		t.Fatal(err)
 	}
-	if err := attentionGrad(c.attrs(), q, k, v, r, dq, dk, dv); err != nil {
+	if err := attentionGrad(c.attrs(), q, k, v, r, nil, dq, dk, dv); err != nil {
 		t.Fatal(err)
 	}
 	return y, dq, dk, dv
@@ -102,7 +102,7 @@ func TestAttention(t *testing.T) {
 			ktGradCheck(t, "attention", []*Tensor[float64]{q, k, v}, r.Data, []*Tensor[float64]{dq, dk, dv},
 				func(in []*Tensor[float64]) (*Tensor[float64], error) {
 					y := ktZeros[float64](c.ys())
-					return y, attention(c.attrs(), in[0], in[1], in[2], y)
+					return y, attention(c.attrs(), in[0], in[1], in[2], nil, y)
 				})
 
 			y32, dq32, dk32, dv32 := ktAttnRun[float32](t, c, q, k, v, r)
@@ -123,14 +123,14 @@ func TestAttentionStable(t *testing.T) {
 	for _, run := range []func() []float64{
 		func() []float64 {
 			y := ktZeros[float64](c.ys())
-			if err := attention(c.attrs(), q, k, v, y); err != nil {
+			if err := attention(c.attrs(), q, k, v, nil, y); err != nil {
 				t.Fatal(err)
 			}
 			return y.Data
 		},
 		func() []float64 {
 			y := ktZeros[float32](c.ys())
-			if err := attention(c.attrs(), ktConv[float32](q), ktConv[float32](k), ktConv[float32](v), y); err != nil {
+			if err := attention(c.attrs(), ktConv[float32](q), ktConv[float32](k), ktConv[float32](v), nil, y); err != nil {
 				t.Fatal(err)
 			}
 			return y.Float64s()
@@ -147,13 +147,13 @@ func TestAttentionStable(t *testing.T) {
 func TestAttentionShapeErrors(t *testing.T) {
 	c := ktAttnCases[0]
 	q, k, v := ktZeros[float64](c.qs()), ktZeros[float64](c.ks()), ktZeros[float64](c.vs())
-	if err := attention(c.attrs(), q, k, v, ktZeros[float64](c.qs())); err == nil {
+	if err := attention(c.attrs(), q, k, v, nil, ktZeros[float64](c.qs())); err == nil {
 		t.Error("attention accepted a wrongly shaped output")
 	}
-	if err := attention(c.attrs(), q, v, v, ktZeros[float64](c.ys())); err == nil {
+	if err := attention(c.attrs(), q, v, v, nil, ktZeros[float64](c.ys())); err == nil {
 		t.Error("attention accepted mismatched head dims")
 	}
-	if err := attentionGrad(c.attrs(), q, k, v, ktZeros[float64](c.ys()), q, k, ktZeros[float64](c.qs())); err == nil {
+	if err := attentionGrad(c.attrs(), q, k, v, ktZeros[float64](c.ys()), nil, q, k, ktZeros[float64](c.qs())); err == nil {
 		t.Error("attention_grad accepted a wrongly shaped dv")
 	}
 }
@@ -169,14 +169,14 @@ func BenchmarkAttention(b *testing.B) {
 		dq, dk, dv := ktZeros[float32](c.qs()), ktZeros[float32](c.ks()), ktZeros[float32](c.vs())
 		b.Run(fmt.Sprintf("fwd_causal%v", causal), func(b *testing.B) {
 			for b.Loop() {
-				if err := attention(c.attrs(), q, k, v, y); err != nil {
+				if err := attention(c.attrs(), q, k, v, nil, y); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(fmt.Sprintf("grad_causal%v", causal), func(b *testing.B) {
 			for b.Loop() {
-				if err := attentionGrad(c.attrs(), q, k, v, dy, dq, dk, dv); err != nil {
+				if err := attentionGrad(c.attrs(), q, k, v, dy, nil, dq, dk, dv); err != nil {
 					b.Fatal(err)
 				}
 			}

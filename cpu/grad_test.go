@@ -79,6 +79,21 @@ var gradCases = []gradCase{
 	{"attention/causal", func(b *ir.Builder) ir.TensorID {
 		return b.Attention(p(b, "q", 1, 2, 4, 3), p(b, "k", 1, 2, 4, 3), p(b, "v", 1, 2, 4, 3), true)
 	}},
+	{"attention/mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(p(b, "q", 2, 3, 4), p(b, "k", 2, 5, 4), p(b, "v", 2, 5, 3), b.Input("m", ir.Float64, 3, 5), false, 1)
+	}},
+	{"attention/gqa", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(p(b, "q", 2, 6, 3, 4), p(b, "k", 2, 2, 5, 4), p(b, "v", 2, 2, 5, 3), ir.NoTensor, false, 3)
+	}},
+	{"attention/gqa-causal-mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(p(b, "q", 1, 4, 4, 3), p(b, "k", 1, 2, 4, 3), p(b, "v", 1, 2, 4, 2), b.Input("m", ir.Float64, 4, 4), true, 2)
+	}},
+	{"rotary/half-table", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(p(b, "x", 2, 3, 5, 6), b.Input("cos", ir.Float64, 5, 3), b.Input("sin", ir.Float64, 5, 3))
+	}},
+	{"rotary/full-table", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(p(b, "x", 2, 5, 4), b.Input("cos", ir.Float64, 5, 4), b.Input("sin", ir.Float64, 5, 4))
+	}},
 	{"conv2d", func(b *ir.Builder) ir.TensorID { return b.Conv2D(p(b, "x", 2, 3, 5, 5), p(b, "w", 4, 3, 3, 3), 2, 1) }},
 	{"conv2d/no-pad", func(b *ir.Builder) ir.TensorID { return b.Conv2D(p(b, "x", 1, 2, 4, 3), p(b, "w", 2, 2, 2, 2), 1, 0) }},
 	{"conv2d/grouped", func(b *ir.Builder) ir.TensorID {

@@ -120,9 +120,13 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 	case ir.OpAdaptiveAvgPool2DGrad:
 		return adaptiveAvgPool2dGrad(a, in[0], out[0])
 	case ir.OpAttention:
-		return attention(a, in[0], in[1], in[2], out[0])
+		return attention(a, in[0], in[1], in[2], optIn(in, 3), out[0])
 	case ir.OpAttentionGrad:
-		return attentionGrad(a, in[0], in[1], in[2], in[3], out[0], out[1], out[2])
+		return attentionGrad(a, in[0], in[1], in[2], in[3], optIn(in, 4), out[0], out[1], out[2])
+	case ir.OpRotary:
+		return rotary(false, in[0], in[1], in[2], out[0])
+	case ir.OpRotaryGrad:
+		return rotary(true, in[0], in[1], in[2], out[0])
 	case ir.OpTop2Gate:
 		return top2Gate(a, in[0], out[0], out[1])
 	case ir.OpTop2GateGrad:

@@ -99,6 +99,8 @@ var kernelSigs = []KernelSig{
 	{"axis_copy", []ParamKind{PB, PConstB, PI64, PI64, PI64, PI64, PI64, PI64}},
 	{"attn_softmax", []ParamKind{PT, PI64, PI64, PI64, PI32}},
 	{"attn_softmax_grad", []ParamKind{PConstT, PT, PI64, PI64}},
+	{"attn_mask_softmax", []ParamKind{PT, PConstT, PI64, PI64, PI64, PI32}},
+	{"rotary", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PI64, PI32}},
 	{"im2col", []ParamKind{PConstT, PT, PI64, PDims, PI64, PI64, PI64}},
 	{"col2im", []ParamKind{PConstT, PT, PI64, PDims, PI64}},
 	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
@@ -600,6 +602,47 @@ extern "C" __global__ void K(attn_softmax)(T* p, long long rows, long long s, lo
 		sum = block_sum(sum, sh);
 		A inv = (A)1 / sum;
 		COLS(j, t) pr[j] = j < n ? (T)((A)(T)h_exp((A)pr[j] - mx) * inv) : (T)0;
+	}
+}
+// attn_softmax with the additive mask m[S,T] added to each row (row r at
+// position r mod s) before the softmax, in T as the CPU adds it.
+extern "C" __global__ void K(attn_mask_softmax)(T* p, const T* m, long long rows, long long s, long long t, int causal) {
+	__shared__ A sh[1024];
+	ROWS(r, rows) {
+		T* pr = p + r * t;
+		long long i = r % s;
+		const T* mr = m + i * t;
+		long long n = t;
+		if (causal) { n = i + 1 < t ? i + 1 : t; }
+		COLS(j, n) pr[j] = (T)((A)pr[j] + (A)mr[j]);
+		A mx = h_neginf();
+		COLS(j, n) mx = h_max(mx, (A)pr[j]);
+		mx = block_max(mx, sh);
+		A sum = 0;
+		COLS(j, n) sum += h_exp((A)pr[j] - mx);
+		sum = block_sum(sum, sh);
+		A inv = (A)1 / sum;
+		COLS(j, t) pr[j] = j < n ? (T)((A)(T)h_exp((A)pr[j] - mx) * inv) : (T)0;
+	}
+}
+// Rotary embeddings, half rotation (cpu/rotary.go): x[rows, d] with row r
+// at position r mod s, tables c, sn [s, w] (w = d, or d/2 serving both
+// halves: hi = 0); one thread per pair (j, j + d/2). adjoint: rotary_grad.
+extern "C" __global__ void K(rotary)(const T* x, const T* c, const T* sn, T* y, long long rows, long long s, long long d, long long w, int adjoint) {
+	long long h = d / 2, hi = w == h ? 0 : h;
+	GRID_STRIDE(e, rows * h) {
+		long long j = e % h, r = e / h, i = r % s;
+		const T* xr = x + r * d;
+		const T* cr = c + i * w;
+		const T* sr = sn + i * w;
+		T a = xr[j], b = xr[j + h];
+		if (adjoint) {
+			y[r * d + j] = a * cr[j] + b * sr[j + hi];
+			y[r * d + j + h] = b * cr[j + hi] - a * sr[j];
+		} else {
+			y[r * d + j] = a * cr[j] - b * sr[j];
+			y[r * d + j + h] = b * cr[j + hi] + a * sr[j + hi];
+		}
 	}
 }
 // dS = P ⊙ (dP − rowsum(dP ⊙ P)) in place in dp (cpu.attentionGrad);

@@ -142,6 +142,28 @@ var opCases = []opCase{
 		return b.Emit(ir.OpAttentionGrad, ir.Attrs{Scale: 0.4}, prm(b, "q", 2, 0, 4), prm(b, "k", 2, 3, 4),
 			prm(b, "v", 2, 3, 5), prm(b, "dy", 2, 0, 5))[0]
 	}},
+	{"attention/mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 2, 3, 5, 4), prm(b, "k", 2, 3, 7, 4), prm(b, "v", 2, 3, 7, 6), prm(b, "m", 5, 7), false, 1)
+	}},
+	{"attention/gqa-causal-mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 2, 6, 5, 4), prm(b, "k", 2, 2, 5, 4), prm(b, "v", 2, 2, 5, 3), prm(b, "m", 5, 5), true, 3)
+	}},
+	{"attention/gqa", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 3, 4, 5, 4), prm(b, "k", 3, 2, 7, 4), prm(b, "v", 3, 2, 7, 3), ir.NoTensor, false, 2)
+	}},
+	{"attention_grad/gqa-mask", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAttentionGrad, ir.Attrs{Scale: 0.5, KVGroup: 3, Causal: true}, prm(b, "q", 2, 6, 5, 4), prm(b, "k", 2, 2, 5, 4),
+			prm(b, "v", 2, 2, 5, 3), prm(b, "dy", 2, 6, 5, 3), prm(b, "m", 5, 5))[0]
+	}},
+	{"rotary", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(prm(b, "x", 2, 3, 5, 6), prm(b, "cos", 5, 3), prm(b, "sin", 5, 3))
+	}},
+	{"rotary/full-table", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(prm(b, "x", 3, 7, 4), prm(b, "cos", 7, 4), prm(b, "sin", 7, 4))
+	}},
+	{"rotary_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpRotaryGrad, ir.Attrs{}, prm(b, "dy", 2, 3, 5, 6), prm(b, "cos", 5, 6), prm(b, "sin", 5, 6))[0]
+	}},
 	{"conv2d", func(b *ir.Builder) ir.TensorID {
 		return b.Conv2D(prm(b, "x", 3, 2, 7, 6), prm(b, "w", 4, 2, 3, 3), 2, 1)
 	}},

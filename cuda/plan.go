@@ -430,9 +430,11 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 	case ir.OpMatMul:
 		return p.matmul(a, ins[0], ins[1], y)
 	case ir.OpAttention:
-		return p.attention(a, ins[0], ins[1], ins[2], nil, outs)
+		return p.attention(a, ins[0], ins[1], ins[2], nil, maskInput(ins, 3), outs)
 	case ir.OpAttentionGrad:
-		return p.attention(a, ins[0], ins[1], ins[2], ins[3], outs)
+		return p.attention(a, ins[0], ins[1], ins[2], ins[3], maskInput(ins, 4), outs)
+	case ir.OpRotary, ir.OpRotaryGrad:
+		return p.rotary(op.Kind == ir.OpRotaryGrad, ins)
 	case ir.OpConv2D:
 		return p.conv2d(a, ins[0].Shape, ins[1].Shape, dt)
 	case ir.OpConv2DGradInput:

@@ -57,17 +57,24 @@ func (p *planner) rowGemm(dt ir.DType, ta, tb bool, m, n, k int64, alpha, beta f
 //	forward:  P = scale·q·kᵀ (GEMM), masked row softmax, y = P·v (GEMM)
 //	backward: P again; dV = Pᵀ·dY; dP = dY·Vᵀ; dS = P ⊙ (dP − rowsum(dP ⊙ P));
 //	          dQ = scale·dS·K; dK = scale·dSᵀ·Q
-func (p *planner) attention(a *ir.Attrs, q, k, v, dy *ir.Tensor, outs []*ir.Tensor) error {
-	r := len(q.Shape)
-	if r < 2 || len(k.Shape) != r || len(v.Shape) != r {
-		return fmt.Errorf("q %v, k %v, v %v need equal rank ≥ 2", q.Shape, k.Shape, v.Shape)
+//
+// Grouped-query attention runs per key/value slice, its g query heads
+// being one block of g·S adjacent query rows (cpu/attention.go); the
+// softmax kernels take a row's position as its index mod S. An additive
+// mask (input mask ≥ 0) goes into the softmax's kernel, attn_mask_softmax.
+func (p *planner) attention(a *ir.Attrs, q, k, v, dy *ir.Tensor, mask int, outs []*ir.Tensor) error {
+	ts := []*ir.Tensor{q, k, v}
+	if mask >= 0 {
+		ts = append(ts, &ir.Tensor{Name: "mask", Shape: ir.Shape{q.Shape[len(q.Shape)-2], k.Shape[len(k.Shape)-2]}, DType: q.DType})
 	}
-	lead := q.Shape[:r-2]
-	batch, s, d := int64(lead.Numel()), int64(q.Shape[r-2]), int64(q.Shape[r-1])
-	t, dv := int64(k.Shape[r-2]), int64(v.Shape[r-1])
-	if !k.Shape[:r-2].Equal(lead) || !v.Shape[:r-2].Equal(lead) || int64(k.Shape[r-1]) != d || int64(v.Shape[r-2]) != t {
-		return fmt.Errorf("q %v, k %v, v %v: batch dims, head dims or key lengths differ", q.Shape, k.Shape, v.Shape)
+	geo, err := ir.AttentionGeometry(a, ts)
+	if err != nil {
+		return err
 	}
+	// s is the GEMMs' query rows per key/value slice, pos the sequence
+	// length the softmax's positions cycle over.
+	batch, s, d := int64(geo.KVBatch), int64(geo.Group*geo.S), int64(geo.D)
+	t, dv, pos := int64(geo.T), int64(geo.Dv), int64(geo.S)
 	dt := q.DType
 	es := int64(dt.Size())
 	if t == 0 {
@@ -87,7 +94,13 @@ func (p *planner) attention(a *ir.Attrs, q, k, v, dy *ir.Tensor, outs []*ir.Tens
 		return err
 	}
 	if batch*s > 0 {
-		if err := p.launch("attn_softmax", dt, p.rowGrid(batch*s), P, batch*s, s, t, b2i(a.Causal)); err != nil {
+		var err error
+		if mask >= 0 {
+			err = p.launch("attn_mask_softmax", dt, p.rowGrid(batch*s), P, in(mask), batch*s, pos, t, b2i(a.Causal))
+		} else {
+			err = p.launch("attn_softmax", dt, p.rowGrid(batch*s), P, batch*s, pos, t, b2i(a.Causal))
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -494,4 +507,27 @@ func (p *planner) permuteIdx(dt ir.DType, src BufRef, srcIdx string, srcShape ir
 		return nil
 	}
 	return p.launch("permute", dt, p.elemGrid(n), src, dst, n, int32(len(dstIdx)), shape, sst)
+}
+
+// maskInput is the index of attention's optional mask input (at i), or −1
+// when the op has none.
+func maskInput(ins []*ir.Tensor, i int) int {
+	if i < len(ins) {
+		return i
+	}
+	return -1
+}
+
+// rotary plans rotary (or its adjoint, rotary_grad: dy in x's place) as
+// cpu/rotary.go computes it.
+func (p *planner) rotary(adjoint bool, ins []*ir.Tensor) error {
+	g, err := ir.RotaryGeometry(ins)
+	if err != nil {
+		return err
+	}
+	n := int64(g.Rows) * int64(g.D/2)
+	if n == 0 {
+		return nil
+	}
+	return p.launch("rotary", ins[0].DType, p.elemGrid(n), in(0), in(1), in(2), out(0), int64(g.Rows), int64(g.S), int64(g.D), int64(g.W), b2i(adjoint))
 }

@@ -60,6 +60,21 @@ var ruleCases = []ruleCase{
 	{"attention/causal", func(b *ir.Builder) ir.TensorID {
 		return b.Attention(prm(b, "q", 6, 3, 4), prm(b, "k", 6, 3, 4), prm(b, "v", 6, 3, 4), true)
 	}},
+	{"attention/mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 6, 3, 4), prm(b, "k", 6, 5, 4), prm(b, "v", 6, 5, 2), b.Input("m", ir.Float64, 3, 5), false, 1)
+	}},
+	{"attention/gqa-mask", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 7, 6, 3, 4), prm(b, "k", 7, 2, 5, 4), prm(b, "v", 7, 2, 5, 4), b.Input("m", ir.Float64, 3, 5), false, 3)
+	}},
+	{"attention/gqa-causal", func(b *ir.Builder) ir.TensorID {
+		return b.AttentionWith(prm(b, "q", 5, 4, 3, 2), prm(b, "k", 5, 2, 3, 2), prm(b, "v", 5, 2, 3, 2), ir.NoTensor, true, 2)
+	}},
+	{"rotary", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(prm(b, "x", 6, 3, 5, 4), b.Input("cos", ir.Float64, 5, 2), b.Input("sin", ir.Float64, 5, 2))
+	}},
+	{"rotary/full-table", func(b *ir.Builder) ir.TensorID {
+		return b.Rotary(prm(b, "x", 6, 5, 4), b.Input("cos", ir.Float64, 5, 4), b.Input("sin", ir.Float64, 5, 4))
+	}},
 	{"conv2d", func(b *ir.Builder) ir.TensorID {
 		return b.Conv2D(prm(b, "x", 6, 3, 4, 4), prm(b, "w", 5, 3, 3, 3), 1, 1)
 	}},

@@ -343,11 +343,6 @@ func gradSlice(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	return []TensorID{c.emit1(OpPad, Attrs{Axis: a.Axis, Start: a.Start, Shape: c.t(op.Inputs[0]).Shape.Clone()}, dy[0])}
 }
 
-func gradAttention(c *gradCtx, op *Op, dy []TensorID) []TensorID {
-	in := op.Inputs
-	return c.emit(OpAttentionGrad, Attrs{Scale: op.Attrs.Scale, Causal: op.Attrs.Causal}, in[0], in[1], in[2], dy[0])[:3]
-}
-
 func gradConv2D(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	x, w := op.Inputs[0], op.Inputs[1]
 	a := op.Attrs

@@ -30,7 +30,7 @@ const (
 	OpConcat            OpKind = "concat"              // Axis; two or more inputs
 	OpSplit             OpKind = "split"               // Axis, Sizes; one output per size
 	OpSlice             OpKind = "slice"               // Axis, [Start, End)
-	OpAttention         OpKind = "attention"           // (q[...,S,D], k[...,T,D], v[...,T,Dv]); Scale, Causal
+	OpAttention         OpKind = "attention"           // (q[...,S,D], k[...,T,D], v[...,T,Dv][, mask[S,T]]); Scale, Causal, KVGroup (ops_llama.go)
 	OpConv2D            OpKind = "conv2d"              // (x[N,C,H,W], w[O,C,KH,KW]); Stride, Pad
 	OpMaxPool2D         OpKind = "max_pool2d"          // Kernel, Stride
 	OpAdaptiveAvgPool2D OpKind = "adaptive_avg_pool2d" // Shape = [OH, OW]
@@ -53,7 +53,7 @@ const (
 	OpLayerNormGrad         OpKind = "layer_norm_grad"          // (x, gamma, dy) → dx, dgamma, dbeta
 	OpEmbeddingGrad         OpKind = "embedding_grad"           // (ids, dy) → dtable; Shape = table shape
 	OpPad                   OpKind = "pad"                      // slice's adjoint: dy placed at Start on Axis of zeros shaped Shape
-	OpAttentionGrad         OpKind = "attention_grad"           // (q, k, v, dy) → dq, dk, dv
+	OpAttentionGrad         OpKind = "attention_grad"           // (q, k, v, dy[, mask]) → dq, dk, dv
 	OpConv2DGradInput       OpKind = "conv2d_grad_input"        // (dy, w); Shape = x shape
 	OpConv2DGradWeight      OpKind = "conv2d_grad_weight"       // (x, dy); Shape = w shape
 	OpMaxPool2DGrad         OpKind = "max_pool2d_grad"          // (x, dy)
@@ -150,6 +150,7 @@ func Kinds() []OpKind {
 		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate, OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll,
 		OpDynamicSlice, OpReplicate}
 	ks = append(ks, actKinds()...)
+	ks = append(ks, llamaKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -201,7 +202,7 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpSlice:
 		return opDef{1, inferSlice, gradSlice, workMove}, true
 	case OpAttention:
-		return opDef{3, inferAttention, gradAttention, workAttention}, true
+		return opDef{-3, inferAttention, gradAttention, workAttention}, true
 	case OpConv2D:
 		return opDef{2, inferConv2D, gradConv2D, workConv2D}, true
 	case OpMaxPool2D:
@@ -244,7 +245,7 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpAllToAll:
 		return opDef{1, inferAllToAll, gradAllToAll, workFree}, true
 	case OpAttentionGrad:
-		return opDef{4, inferAttentionGrad, nil, workAttentionGrad}, true
+		return opDef{-4, inferAttentionGrad, nil, workAttentionGrad}, true
 	case OpConv2DGradInput:
 		return opDef{2, inferConvGradInput, nil, workConv2DGradInput}, true
 	case OpConv2DGradWeight:
@@ -267,7 +268,7 @@ func lookup(k OpKind) (opDef, bool) {
 	if d, ok := lookupAct(k); ok {
 		return d, true
 	}
-	return opDef{}, false
+	return lookupLlama(k)
 }
 
 // ---- shape inference ----
@@ -655,46 +656,6 @@ func inferAllToAll(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	return one(out, x.DType), nil
 }
 
-func inferAttention(a *Attrs, in []*Tensor) ([]OutSpec, error) {
-	q, k, v := in[0], in[1], in[2]
-	if err := sameDType(q, k, v); err != nil {
-		return nil, err
-	}
-	r := len(q.Shape)
-	if r < 2 || len(k.Shape) != r || len(v.Shape) != r {
-		return nil, errShapes("attention q, k, v need equal rank ≥ 2", q, k)
-	}
-	if !q.Shape[:r-2].Equal(k.Shape[:r-2]) || !q.Shape[:r-2].Equal(v.Shape[:r-2]) {
-		return nil, errShapes("attention batch dims differ", q, k)
-	}
-	if q.Shape[r-1] != k.Shape[r-1] {
-		return nil, errShapes("attention q and k head dims differ", q, k)
-	}
-	if k.Shape[r-2] != v.Shape[r-2] {
-		return nil, errShapes("attention k and v lengths differ", k, v)
-	}
-	if a.Causal && q.Shape[r-2] != k.Shape[r-2] {
-		return nil, errShapes("causal attention needs equal query and key lengths", q, k)
-	}
-	if !(a.Scale > 0) {
-		return nil, fmt.Errorf("attention scale %v must be positive", a.Scale)
-	}
-	out := q.Shape.Clone()
-	out[r-1] = v.Shape[r-1]
-	return one(out, q.DType), nil
-}
-
-func inferAttentionGrad(a *Attrs, in []*Tensor) ([]OutSpec, error) {
-	fwd, err := inferAttention(a, in[:3])
-	if err != nil {
-		return nil, err
-	}
-	if !in[3].Shape.Equal(fwd[0].Shape) {
-		return nil, errShapes("attention_grad dy must match the output", in[0], in[3])
-	}
-	return []OutSpec{{Shape: in[0].Shape.Clone(), DType: in[0].DType}, {Shape: in[1].Shape.Clone(), DType: in[0].DType}, {Shape: in[2].Shape.Clone(), DType: in[0].DType}}, nil
-}
-
 func convOut(h, k, stride, pad int) int { return (h+2*pad-k)/stride + 1 }
 
 func inferConv2D(a *Attrs, in []*Tensor) ([]OutSpec, error) {
@@ -1034,28 +995,6 @@ func workMatMul(a *Attrs, in, out []*Tensor) (Work, Work) {
 func workEmbedding(_ *Attrs, in, out []*Tensor) (Work, Work) {
 	b := bytesOf(in[0]) + 2*bytesOf(out[0])
 	return Work{ClassEmbedding, 0, b}, Work{ClassEmbedding, numel(out[0]), b + bytesOf(out[0])}
-}
-
-func workAttention(_ *Attrs, in, out []*Tensor) (Work, Work) {
-	q, k, v := in[0].Shape, in[1].Shape, in[2].Shape
-	r := len(q)
-	batch := float64(Shape(q[:r-2]).Numel())
-	s, t, d, dv := float64(q[r-2]), float64(k[r-2]), float64(q[r-1]), float64(v[r-1])
-	// QKᵀ, softmax (≈5 flops per score), P·V.
-	f := batch * (2*s*t*d + 5*s*t + 2*s*t*dv)
-	b := bytesOf(in[:3]...) + bytesOf(out[0]) + batch*s*t*float64(in[0].DType.Size())
-	// Backward recomputes the scores, then dV, dP, dS, dQ, dK.
-	return Work{ClassAttention, f, b}, Work{ClassAttention, batch * (2*s*t*d + 5*s*t + 2*s*t*dv + 2*s*t*dv + 2*s*t*dv + 5*s*t + 2*s*t*d + 2*s*t*d), 3 * b}
-}
-
-// workAttentionGrad is attention_grad's work, (q, k, v, dy) → dq, dk, dv:
-// the forward's backward estimate (the scores recomputed, then dV, dP,
-// dS, dQ and dK: about three times the forward's FLOPs). It used to be
-// priced by workAttention's first result, the forward's own work, which
-// left every attention's backward at a third of its FLOPs.
-func workAttentionGrad(a *Attrs, in, _ []*Tensor) (Work, Work) {
-	_, bwd := workAttention(a, in[:3], in[3:4])
-	return bwd, bwd
 }
 
 // workConv2D: (x, w) → y. The three convolution kinds have the same MAC

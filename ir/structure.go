@@ -268,6 +268,11 @@ func appendAttrs(b []byte, a *Attrs) []byte {
 	b = floats(b, 'f', a.Rate, a.Eps, a.Scale, a.LR)
 	b = floats(b, 'b', a.Betas...)
 	b = append(append(b, 'e'), a.Equation...)
+	if a.KVGroup != 0 {
+		// Only when set, so that every graph without grouped-query
+		// attention keeps the signatures it had.
+		b = ints(b, 'k', a.KVGroup)
+	}
 	return append(append(append(b, 'm'), a.Method...), ';')
 }
 

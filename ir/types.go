@@ -275,6 +275,7 @@ type Attrs struct {
 	Eps      float64   `json:"eps,omitempty"`      // layer-norm / Adam epsilon
 	Causal   bool      `json:"causal,omitempty"`   // attention mask
 	Scale    float64   `json:"scale,omitempty"`    // attention scale; fill value
+	KVGroup  int       `json:"kv_group,omitempty"` // attention: query heads per key/value head (grouped-query attention; 0 or 1: none)
 	Capacity int       `json:"capacity,omitempty"` // MoE expert capacity
 	Equation string    `json:"equation,omitempty"` // einsum
 	LR       float64   `json:"lr,omitempty"`       // optimizer learning rate

@@ -31,8 +31,15 @@ func WithExperts() []string {
 // Load returns the forward graph for spec: a zoo name (see Names) or the
 // path of a graph JSON file. Options other than DType cannot be applied to
 // a file, whose shapes are fixed.
+//
+// A zoo name may carry sizes, "llama:layers=48,hidden=5120" (Resize;
+// SizeKeys lists each model's keys).
 func Load(spec string, opt Options) (*ir.Graph, error) {
-	if cfg, err := Lookup(spec); err == nil {
+	cfg, err := LookupSpec(spec)
+	if _, _, ok := splitSpec(spec); ok && err != nil {
+		return nil, err
+	}
+	if err == nil {
 		if opt.Batch > 0 {
 			cfg.Batch = opt.Batch
 		}

@@ -25,22 +25,23 @@ const (
 type Config struct {
 	Name    string `json:"name"`
 	Arch    Arch   `json:"arch"`
-	Batch   int    `json:"batch"`             // samples per step (global batch)
-	Layers  int    `json:"layers"`            // transformer blocks / MLP hidden layers
-	Hidden  int    `json:"hidden,omitempty"`  // model width d
-	Heads   int    `json:"heads,omitempty"`   // attention heads
-	FFN     int    `json:"ffn,omitempty"`     // feed-forward width
-	Seq     int    `json:"seq,omitempty"`     // tokens per sample (text models)
-	MaxPos  int    `json:"max_pos,omitempty"` // position-table rows (GPT-2: 1024)
-	Vocab   int    `json:"vocab,omitempty"`   // vocabulary (text models)
-	Classes int    `json:"classes,omitempty"` // output classes (vision, MLP)
-	Image   int    `json:"image,omitempty"`   // square image side
-	Patch   int    `json:"patch,omitempty"`   // ViT patch side
-	Input   int    `json:"input,omitempty"`   // MLP input features
-	Widths  []int  `json:"widths,omitempty"`  // VGG conv widths; 0 marks a max-pool
-	Pool    int    `json:"pool,omitempty"`    // VGG adaptive pool side
-	FC      int    `json:"fc,omitempty"`      // VGG classifier width
-	Experts int    `json:"experts,omitempty"` // MoE experts (2 × devices in the paper)
+	Batch   int    `json:"batch"`              // samples per step (global batch)
+	Layers  int    `json:"layers"`             // transformer blocks / MLP hidden layers
+	Hidden  int    `json:"hidden,omitempty"`   // model width d
+	Heads   int    `json:"heads,omitempty"`    // attention heads
+	KVHeads int    `json:"kv_heads,omitempty"` // key/value heads (grouped-query attention, LLaMA)
+	FFN     int    `json:"ffn,omitempty"`      // feed-forward width
+	Seq     int    `json:"seq,omitempty"`      // tokens per sample (text models)
+	MaxPos  int    `json:"max_pos,omitempty"`  // position-table rows (GPT-2: 1024)
+	Vocab   int    `json:"vocab,omitempty"`    // vocabulary (text models)
+	Classes int    `json:"classes,omitempty"`  // output classes (vision, MLP)
+	Image   int    `json:"image,omitempty"`    // square image side
+	Patch   int    `json:"patch,omitempty"`    // ViT patch side
+	Input   int    `json:"input,omitempty"`    // MLP input features
+	Widths  []int  `json:"widths,omitempty"`   // VGG conv widths; 0 marks a max-pool
+	Pool    int    `json:"pool,omitempty"`     // VGG adaptive pool side
+	FC      int    `json:"fc,omitempty"`       // VGG classifier width
+	Experts int    `json:"experts,omitempty"`  // MoE experts (2 × devices in the paper)
 	// CapacityFactor scales expert capacity per gating group (one
 	// sequence, see moe): C = ⌈CapacityFactor·2·Seq/Experts⌉ (the paper's
 	// "1.25 × 2": factor 1.25 times top-2).
@@ -55,7 +56,7 @@ var vgg19Widths = [...]int{64, 64, 0, 128, 128, 0, 256, 256, 256, 256, 0, 512, 5
 // zoo returns the built-in configurations, fresh on every call.
 func zoo() []Config {
 	tinyVGG := []int{4, 4, 0, 8, 8, 0, 8, 8, 8, 8, 0, 16, 16, 16, 16, 0, 16, 16, 16, 16, 0}
-	return []Config{
+	return append([]Config{
 		{Name: "mlp", Arch: ArchMLP, Batch: 32, Layers: 3, Hidden: 1024, Input: 784, Classes: 10},
 		{Name: "mlp-tiny", Arch: ArchMLP, Batch: 8, Layers: 2, Hidden: 32, Input: 16, Classes: 4},
 		{Name: "vgg19", Arch: ArchVGG19, Batch: 32, Image: 32, Classes: 10, Widths: vgg19Widths[:], Pool: 7, FC: 4096, Dropout: 0.5},
@@ -68,7 +69,7 @@ func zoo() []Config {
 		{Name: "bert-moe-tiny", Arch: ArchBERTMoE, Batch: 4, Layers: 2, Hidden: 16, Heads: 2, FFN: 32, Seq: 8, Vocab: 50, Experts: 4, CapacityFactor: 1.25, Dropout: 0.1},
 		{Name: "gpt2", Arch: ArchGPT2, Batch: 32, Layers: 12, Hidden: 768, Heads: 12, FFN: 3072, Seq: 1024, MaxPos: 1024, Vocab: 50257, Dropout: 0.1},
 		{Name: "gpt2-tiny", Arch: ArchGPT2, Batch: 4, Layers: 2, Hidden: 16, Heads: 2, FFN: 32, Seq: 8, MaxPos: 16, Vocab: 50, Dropout: 0.1},
-	}
+	}, llamaZoo()...)
 }
 
 // Names lists the zoo's model names, sorted.
@@ -121,6 +122,11 @@ func Build(cfg Config) (*ir.Graph, error) {
 		loss = buildBERT(b, cfg)
 	case ArchGPT2:
 		loss = buildGPT2(b, cfg)
+	case ArchLLaMA:
+		if err := checkLLaMA(cfg); err != nil {
+			return nil, err
+		}
+		loss = buildLLaMA(b, cfg)
 	default:
 		return nil, fmt.Errorf("model %s: unknown architecture %q", cfg.Name, cfg.Arch)
 	}

@@ -128,3 +128,23 @@ func TestLoadRefusesMeaninglessOptions(t *testing.T) {
 		t.Errorf("batch MaxBatch: %v", err)
 	}
 }
+
+// The LLaMA-style decoders have their published parameter counts:
+// TinyLlama-1.1B (1.100 B) and LLaMA-2-7B (6.738 B), within 1%.
+func TestLLaMAParamCounts(t *testing.T) {
+	for name, w := range map[string]float64{"llama": 1.100e9, "llama-7b": 6.738e9} {
+		cfg, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Batch = 1
+		cfg.Seq = 16 // parameters do not depend on the sequence
+		s, err := Summarize(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rel := math.Abs(float64(s.Params)-w) / w; rel > paramTolerance {
+			t.Errorf("%s has %d params, want %.3gB ±1%% (off by %.2f%%)", name, s.Params, w/1e9, 100*rel)
+		}
+	}
+}

@@ -590,7 +590,8 @@ func closestOver(e *encode.Encoding, closest *encode.Choice) string {
 }
 
 // CandidateSegments derives the units the planner may split: the batch
-// (dim 0 of the first input), attention heads, and the output width of
+// (dim 0 of the first input), attention heads (and key/value heads of
+// grouped-query attention), and the output width of
 // every two-dimensional weight and the first dim of every expert weight.
 func CandidateSegments(g *ir.Graph) []spmd.Segment {
 	var segs []spmd.Segment
@@ -620,6 +621,12 @@ func CandidateSegments(g *ir.Graph) []spmd.Segment {
 		if op := &g.Ops[i]; op.Kind == ir.OpAttention {
 			if q := g.Tensors[op.Inputs[0]].Shape; len(q) == 4 {
 				add("heads", q[1])
+			}
+			if k := g.Tensors[op.Inputs[1]].Shape; len(k) == 4 && op.Attrs.KVGroup > 1 {
+				// Grouped-query attention splits by whole groups: on
+				// its key/value heads (a split of the query heads
+				// alone fits no rule of it).
+				add("kv-heads", k[1])
 			}
 		}
 	}

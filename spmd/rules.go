@@ -144,13 +144,9 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 		})
 		add("partial", []Layout{R}, []Layout{R})
 	case ir.OpAttention:
-		r := len(out[0])
-		forDims(r-2, func(d, s int) { add("split-batch", repeat(G(d, s), 3), []Layout{G(d, s)}) })
-		if !a.Causal {
-			for s := range segs {
-				add("split-queries", []Layout{G(r-2, s), I, I}, []Layout{G(r-2, s)})
-			}
-		}
+		attentionRules(a, nIn, len(out[0]), add, segs)
+	case ir.OpRotary:
+		rotaryRules(len(out[0]), add, segs)
 	case ir.OpConv2D:
 		groups := ir.ConvGroups(a)
 		for s := range segs {

@@ -50,7 +50,7 @@ func checkModelOptions(model string, batch, experts int) error {
 	if batch > models.MaxBatch {
 		return usageErr("--batch %d: more than %d samples (models.MaxBatch), past any batch trained", batch, models.MaxBatch)
 	}
-	cfg, err := models.Lookup(model)
+	cfg, err := models.LookupSpec(model)
 	if err != nil || experts == 0 {
 		return nil // not a zoo model: loading it says what it is
 	}

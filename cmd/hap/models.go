@@ -62,7 +62,7 @@ func runModelsExport(e *env, args []string) error {
 	if *out == "" {
 		return usageErr("missing -o FILE")
 	}
-	if _, err := models.Lookup(fs.Arg(0)); err != nil {
+	if _, err := models.LookupSpec(fs.Arg(0)); err != nil {
 		return usageErr("%v", err)
 	}
 	if err := checkModelOptions(fs.Arg(0), *batch, *experts); err != nil {

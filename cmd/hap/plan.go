@@ -65,7 +65,7 @@ func (m *modelFlags) register(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
 	Float64Var(*float64, string, float64, string)
 }) {
-	fs.StringVar(&m.model, "model", "", "zoo model name or graph JSON file")
+	fs.StringVar(&m.model, "model", "", "zoo model name (sizes after a colon: llama:layers=48,hidden=5120) or graph JSON file")
 	fs.StringVar(&m.cluster, "cluster", "", "built-in cluster name or cluster file")
 	fs.IntVar(&m.batch, "batch", 0, "global batch (default: the model's)")
 	fs.IntVar(&m.experts, "experts", 0, "MoE experts (default: 2 × devices)")

@@ -19,7 +19,7 @@ type trainRow struct {
 
 func runTrain(e *env, args []string) error {
 	fs := flags(e, "train")
-	model := fs.String("model", "", "zoo model name or graph JSON file")
+	model := fs.String("model", "", "zoo model name (sizes after a colon: llama:layers=48,hidden=5120) or graph JSON file")
 	steps := fs.Int("steps", 10, "training steps")
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
 	dtype := fs.String("dtype", "float32", "float32 or float64")
