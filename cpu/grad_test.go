@@ -90,6 +90,8 @@ var gradCases = []gradCase{
 	{"conv2d/depthwise-multiplier", func(b *ir.Builder) ir.TensorID {
 		return b.GroupedConv2D(p(b, "x", 1, 2, 4, 4), p(b, "w", 4, 1, 2, 2), 2, 0, 2)
 	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(p(b, "x", 2, 2, 5, 6), 2, 2, 0) }},
+	{"avg_pool2d/padded-overlap", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(p(b, "x", 1, 2, 5, 4), 3, 2, 1) }},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(p(b, "x", 2, 2, 4, 6), 2, 2) }},
 	{"adaptive_avg_pool2d/up", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(p(b, "x", 2, 2, 1, 1), 3, 3) }},
 	{"adaptive_avg_pool2d/down", func(b *ir.Builder) ir.TensorID {

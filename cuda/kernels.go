@@ -57,7 +57,7 @@ type KernelSig struct {
 	Params []ParamKind
 }
 
-// kernelSigs is the table of every kernel in kernelBody and actKernels.
+// kernelSigs is the table of every kernel in kernelBody, actKernels and convKernels.
 var kernelSigs = []KernelSig{
 	{"relu", []ParamKind{PConstT, PT, PI64}},
 	{"gelu", []ParamKind{PConstT, PT, PI64}},
@@ -101,6 +101,11 @@ var kernelSigs = []KernelSig{
 	{"attn_softmax_grad", []ParamKind{PConstT, PT, PI64, PI64}},
 	{"im2col", []ParamKind{PConstT, PT, PI64, PDims, PI64, PI64, PI64}},
 	{"col2im", []ParamKind{PConstT, PT, PI64, PDims, PI64}},
+	{"gconv", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}}, // convKernels
+	{"gconv_grad_input", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}},
+	{"gconv_grad_weight", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}},
+	{"avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"avg_pool_grad", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"max_pool_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"adaptive_avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
@@ -158,6 +163,7 @@ func KernelSource(dt ir.DType) string {
 	sb.WriteString(kernelPrelude)
 	sb.WriteString(kernelBody)
 	sb.WriteString(actKernels)
+	sb.WriteString(convKernels)
 	sb.WriteString("#undef K\n")
 	return sb.String()
 }

@@ -163,6 +163,32 @@ var opCases = []opCase{
 	{"conv2d_grad_weight/one-output", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 1, Shape: []int{1, 3, 3, 2}}, prm(b, "x", 2, 3, 5, 5), prm(b, "dy", 2, 1, 3, 4))[0]
 	}},
+	{"conv2d/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 3, 4, 7, 6), prm(b, "w", 6, 2, 3, 3), 2, 1, 2)
+	}},
+	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 2, 3, 5, 5), prm(b, "w", 3, 1, 3, 3), 1, 1, 3)
+	}},
+	{"conv2d/empty-shard", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 2, 0, 5, 5), prm(b, "w", 0, 1, 3, 3), 1, 1, 3)
+	}},
+	{"conv2d_grad_input/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 2, Pad: 1, Groups: 2, Shape: []int{3, 4, 7, 6}}, prm(b, "dy", 3, 6, 4, 3), prm(b, "w", 6, 2, 3, 3))[0]
+	}},
+	{"conv2d_grad_input/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 1, Pad: 1, Groups: 3, Shape: []int{2, 3, 5, 5}}, prm(b, "dy", 2, 3, 5, 5), prm(b, "w", 3, 1, 3, 3))[0]
+	}},
+	{"conv2d_grad_weight/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 2, Pad: 1, Groups: 2, Shape: []int{6, 2, 3, 3}}, prm(b, "x", 3, 4, 7, 6), prm(b, "dy", 3, 6, 4, 3))[0]
+	}},
+	{"conv2d_grad_weight/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 1, Pad: 1, Groups: 3, Shape: []int{3, 1, 3, 3}}, prm(b, "x", 2, 3, 5, 5), prm(b, "dy", 2, 3, 5, 5))[0]
+	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2, 1) }},
+	{"avg_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2, 0) }},
+	{"avg_pool2d_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAvgPool2DGrad, ir.Attrs{Kernel: 3, Stride: 2, Pad: 1, Shape: []int{2, 3, 7, 6}}, prm(b, "dy", 2, 3, 4, 3))[0]
+	}},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2) }},
 	{"max_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2) }},
 	{"max_pool2d_grad", func(b *ir.Builder) ir.TensorID {

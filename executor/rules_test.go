@@ -72,6 +72,7 @@ var ruleCases = []ruleCase{
 	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
 		return b.GroupedConv2D(prm(b, "x", 6, 5, 4, 4), prm(b, "w", 5, 1, 3, 3), 2, 1, 5)
 	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 6, 5, 5, 5), 3, 2, 1) }},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 6, 5, 4, 4), 2, 2) }},
 	{"adaptive_avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 6, 5, 2, 3), 3, 2) }},
 	{"cross_entropy", func(b *ir.Builder) ir.TensorID { return b.CrossEntropy(prm(b, "x", 6, 5), b.Label("y", 6)) }},

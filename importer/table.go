@@ -36,11 +36,12 @@ func Table() []Entry {
 		{"aten.add.Tensor", "`add` (equal shapes), `bias` (one operand broadcast), `add` of a `fill_like` (a number)", add},
 		{"aten.addmm.default", "`matmul` (`trans_b` when the weight is `t`'s) and `bias`: a linear layer", addmm},
 		{"aten.alias.default", "nothing", identity},
+		{"aten.avg_pool2d.default", "`avg_pool2d` (square; padding counted, as `count_include_pad`; no ceil mode)", avgPool},
 		{"aten.bernoulli_.float", "part of dropout (with `empty_like`, `div_` by the keep probability and `mul`)", bernoulli},
 		{"aten.bmm.default", "`matmul`; q·kᵀ, scaled, softmaxed, times v: `attention` with the scale folded in", bmm},
 		{"aten.cat.default", "`concat`", cat},
 		{"aten.clone.default", "nothing", identity},
-		{"aten.convolution.default", "`conv2d` and `bias` over the channels (2-D, square stride and padding, no dilation or groups)", convolution},
+		{"aten.convolution.default", "`conv2d` (with `groups`: grouped and depthwise) and `bias` over the channels (2-D, square stride and padding, no dilation)", convolution},
 		{"aten.detach.default", "nothing", identity},
 		{"aten.div.Scalar", "a scale (folded into attention or a dropout mask, else `mul` by a `fill_like`)", div},
 		{"aten.div.Tensor", "as `div.Scalar` when the divisor is a number; refused for two tensors", div},
@@ -918,10 +919,15 @@ func convolution(c *conv, n *Node) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dil != 1 || tr || groups != 1 {
-		return nil, fmt.Errorf("convolution with dilation %d, transposed %v, groups %d; hap imports dilation 1, not transposed, groups 1", dil, tr, groups)
+	if dil != 1 || tr || groups < 1 {
+		return nil, fmt.Errorf("convolution with dilation %d, transposed %v, groups %d; hap imports dilation 1, not transposed", dil, tr, groups)
 	}
-	y := c.b.Conv2D(x, w, stride, pad)
+	var y ir.TensorID
+	if groups > 1 {
+		y = c.b.GroupedConv2D(x, w, stride, pad, groups)
+	} else {
+		y = c.b.Conv2D(x, w, stride, pad) // no groups attribute: graphs stay as they were
+	}
 	if arg(n, 2, "bias") != nil {
 		b, _, err := c.inMat(n, 2, "bias")
 		if err != nil {

@@ -150,6 +150,7 @@ func Kinds() []OpKind {
 		OpTop2GateGrad, OpSGDUpdate, OpAdamUpdate, OpAllGather, OpReduceScatter, OpAllReduce, OpAllToAll,
 		OpDynamicSlice, OpReplicate}
 	ks = append(ks, actKinds()...)
+	ks = append(ks, poolKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -265,6 +266,9 @@ func lookup(k OpKind) (opDef, bool) {
 		return opDef{5, inferAdam, nil, workOpt(12)}, true
 	}
 	if d, ok := lookupAct(k); ok {
+		return d, true
+	}
+	if d, ok := lookupPool(k); ok {
 		return d, true
 	}
 	return opDef{}, false

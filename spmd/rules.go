@@ -168,12 +168,12 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 				add("split-groups", []Layout{G(1, s), G(0, s)}, []Layout{G(1, s)})
 			}
 		}
-	case ir.OpMaxPool2D, ir.OpAdaptiveAvgPool2D:
+	case ir.OpMaxPool2D, ir.OpAdaptiveAvgPool2D, ir.OpAvgPool2D:
 		for s := range segs {
 			add("split-batch", []Layout{G(0, s)}, []Layout{G(0, s)})
 			add("split-channels", []Layout{G(1, s)}, []Layout{G(1, s)})
 		}
-		if op.Kind == ir.OpAdaptiveAvgPool2D {
+		if op.Kind == ir.OpAdaptiveAvgPool2D || op.Kind == ir.OpAvgPool2D { // linear
 			add("partial", []Layout{R}, []Layout{R})
 		}
 	case ir.OpCrossEntropy, ir.OpNLLLoss:
