@@ -145,6 +145,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		if ok, err := execPool(op, in, out); ok {
 			return err
 		}
+		if ok, err := execBatchNorm(op, in, out); ok {
+			return err
+		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)
 	}
 	return nil

@@ -57,7 +57,7 @@ type KernelSig struct {
 	Params []ParamKind
 }
 
-// kernelSigs is the table of every kernel in kernelBody, actKernels and convKernels.
+// kernelSigs is the table of every kernel in kernelBody, actKernels, convKernels and bnKernels.
 var kernelSigs = []KernelSig{
 	{"relu", []ParamKind{PConstT, PT, PI64}},
 	{"gelu", []ParamKind{PConstT, PT, PI64}},
@@ -106,6 +106,10 @@ var kernelSigs = []KernelSig{
 	{"gconv_grad_weight", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}},
 	{"avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"avg_pool_grad", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"bn_apply", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PF64, PF64}}, // bnKernels
+	{"bn_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PF64, PF64}},
+	{"bn_grad_stats", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PT, PT, PT, PI64, PI64, PI64, PF64, PF64}},
+	{"bn_running", []ParamKind{PConstT, PConstT, PConstT, PConstT, PT, PT, PI64, PF64, PF64}},
 	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"max_pool_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"adaptive_avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
@@ -164,6 +168,7 @@ func KernelSource(dt ir.DType) string {
 	sb.WriteString(kernelBody)
 	sb.WriteString(actKernels)
 	sb.WriteString(convKernels)
+	sb.WriteString(bnKernels)
 	sb.WriteString("#undef K\n")
 	return sb.String()
 }

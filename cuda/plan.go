@@ -433,6 +433,8 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 		return p.attention(a, ins[0], ins[1], ins[2], nil, outs)
 	case ir.OpAttentionGrad:
 		return p.attention(a, ins[0], ins[1], ins[2], ins[3], outs)
+	case ir.OpBatchNorm, ir.OpBatchNormGrad, ir.OpBatchNormRunning:
+		return p.batchNorm(op, ins, outs, dt)
 	case ir.OpAvgPool2D:
 		return p.avgPool(a, ins[0].Shape, false, dt)
 	case ir.OpAvgPool2DGrad:

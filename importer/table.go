@@ -42,6 +42,7 @@ func Table() []Entry {
 		{"aten.cat.default", "`concat`", cat},
 		{"aten.clone.default", "nothing", identity},
 		{"aten.convolution.default", "`conv2d` (with `groups`: grouped and depthwise) and `bias` over the channels (2-D, square stride and padding, no dilation)", convolution},
+		{"aten.cudnn_batch_norm.default", "as `native_batch_norm` (on a GPU)", batchNorm},
 		{"aten.detach.default", "nothing", identity},
 		{"aten.div.Scalar", "a scale (folded into attention or a dropout mask, else `mul` by a `fill_like`)", div},
 		{"aten.div.Tensor", "as `div.Scalar` when the divisor is a number; refused for two tensors", div},
@@ -61,6 +62,7 @@ func Table() []Entry {
 		{"aten.mm.default", "`matmul` (`trans_a`/`trans_b` for `t` operands)", mm},
 		{"aten.mul.Scalar", "a scale, as `div.Scalar`", mul},
 		{"aten.mul.Tensor", "`mul` (equal shapes); by a dropout mask, `dropout`; by a number, a scale", mul},
+		{"aten.native_batch_norm.default", "training mode: `reduce_sum`s of x and x·x over all but the channels, `batch_norm`, and `batch_norm_running` updating the running mean and variance (state); the saved statistics are not imported", batchNorm},
 		{"aten.native_dropout.default", "`dropout` (the mask is not imported)", nativeDropout},
 		{"aten.native_layer_norm.default", "`layer_norm` over the last dim (mean and rstd are not imported)", layerNorm},
 		{"aten.nll_loss_forward.default", "`nll_loss`; after `_log_softmax`, `cross_entropy` (reduction sum, no class weights)", nllLoss},
@@ -696,6 +698,9 @@ func addSub(c *conv, n *Node, sign float64) ([]*val, error) {
 	a, err := c.in(n, 0, "")
 	if err != nil {
 		return nil, err
+	}
+	if isStepCounter(a) {
+		return stepCounter(c, n), nil
 	}
 	al, err := c.alpha(n)
 	if err != nil {

@@ -151,6 +151,7 @@ func Kinds() []OpKind {
 		OpDynamicSlice, OpReplicate}
 	ks = append(ks, actKinds()...)
 	ks = append(ks, poolKinds()...)
+	ks = append(ks, batchNormKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -269,6 +270,9 @@ func lookup(k OpKind) (opDef, bool) {
 		return d, true
 	}
 	if d, ok := lookupPool(k); ok {
+		return d, true
+	}
+	if d, ok := lookupBatchNorm(k); ok {
 		return d, true
 	}
 	return opDef{}, false
