@@ -98,6 +98,7 @@ var gradCases = []gradCase{
 	{"batch_norm/2d", func(b *ir.Builder) ir.TensorID {
 		return b.BatchNorm(p(b, "x", 5, 3), p(b, "g", 3), p(b, "b", 3), ir.NoTensor, ir.NoTensor, 1e-3, 0)
 	}},
+	{"max_pool2d/padded", func(b *ir.Builder) ir.TensorID { return b.MaxPool2DPadded(p(b, "x", 2, 2, 5, 6), 3, 2, 1) }},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(p(b, "x", 2, 2, 4, 6), 2, 2) }},
 	{"adaptive_avg_pool2d/up", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(p(b, "x", 2, 2, 1, 1), 3, 3) }},
 	{"adaptive_avg_pool2d/down", func(b *ir.Builder) ir.TensorID {

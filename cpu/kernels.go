@@ -112,8 +112,14 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		}
 		return conv2dGradWeight(a, in[0], in[1], out[0])
 	case ir.OpMaxPool2D:
+		if a.Pad > 0 {
+			return maxPool2dPadded(a, in[0], out[0])
+		}
 		return maxPool2d(a, in[0], out[0])
 	case ir.OpMaxPool2DGrad:
+		if a.Pad > 0 {
+			return maxPool2dPaddedGrad(a, in[0], in[1], out[0])
+		}
 		return maxPool2dGrad(a, in[0], in[1], out[0])
 	case ir.OpAdaptiveAvgPool2D:
 		return adaptiveAvgPool2d(a, in[0], out[0])

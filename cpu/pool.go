@@ -101,3 +101,66 @@ func windows(i, s, p, k, out int) (lo, hi int) {
 	hi = min(out, (i+p)/s+1)
 	return lo, max(lo, hi)
 }
+
+// maxPool2dPadded is max_pool2d with Attrs.Pad > 0: PyTorch pads with −∞,
+// so each window's maximum is over its elements inside the image (at
+// least one, as pad ≤ kernel/2); the first maximum in row-major order wins
+// and a NaN propagates, as maxPool2d.
+func maxPool2dPadded[F Float](a *ir.Attrs, x, y *Tensor[F]) error {
+	g, err := newAvgGeom("max_pool2d", a, x.Shape, x, y, "x", "y")
+	if err != nil {
+		return err
+	}
+	kernParallel(g.planes, kernWorkers(g.planes), func(_, lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			xp, yp := x.Data[pl*g.h*g.w:(pl+1)*g.h*g.w], y.Data[pl*g.oh*g.ow:]
+			for oy := 0; oy < g.oh; oy++ {
+				for ox := 0; ox < g.ow; ox++ {
+					yp[oy*g.ow+ox] = xp[paddedArgmax(g, xp, oy, ox)]
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// maxPool2dPaddedGrad routes each output gradient to its window's argmax.
+func maxPool2dPaddedGrad[F Float](a *ir.Attrs, x, dy, dx *Tensor[F]) error {
+	g, err := newAvgGeom("max_pool2d_grad", a, x.Shape, x, dy, "x", "dy")
+	if err != nil {
+		return err
+	}
+	if err := checkTensor("max_pool2d_grad", "dx", dx, x.Shape); err != nil {
+		return err
+	}
+	kernParallel(g.planes, kernWorkers(g.planes), func(_, lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			xp, dyp, dxp := x.Data[pl*g.h*g.w:(pl+1)*g.h*g.w], dy.Data[pl*g.oh*g.ow:], dx.Data[pl*g.h*g.w:(pl+1)*g.h*g.w]
+			clear(dxp)
+			for oy := 0; oy < g.oh; oy++ {
+				for ox := 0; ox < g.ow; ox++ {
+					dxp[paddedArgmax(g, xp, oy, ox)] += dyp[oy*g.ow+ox]
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// paddedArgmax is the in-plane index of the window (oy, ox)'s maximum over
+// its elements inside the image.
+func paddedArgmax[F Float](g avgGeom, xp []F, oy, ox int) int {
+	i0, j0 := max(0, oy*g.s-g.p), max(0, ox*g.s-g.p)
+	i1, j1 := min(g.h, oy*g.s-g.p+g.k), min(g.w, ox*g.s-g.p+g.k)
+	best := i0*g.w + j0
+	bv := xp[best]
+	for i := i0; i < i1; i++ {
+		for j := j0; j < j1; j++ {
+			v := xp[i*g.w+j]
+			if v > bv || (v != v && bv == bv) {
+				best, bv = i*g.w+j, v
+			}
+		}
+	}
+	return best
+}

@@ -110,6 +110,8 @@ var kernelSigs = []KernelSig{
 	{"bn_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PF64, PF64}},
 	{"bn_grad_stats", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PT, PT, PT, PI64, PI64, PI64, PF64, PF64}},
 	{"bn_running", []ParamKind{PConstT, PConstT, PConstT, PConstT, PT, PT, PI64, PF64, PF64}},
+	{"max_pool_pad", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"max_pool_pad_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"max_pool_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"adaptive_avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},

@@ -86,6 +86,49 @@ extern "C" __global__ void K(gconv_grad_weight)(const T* x, const T* dy, T* dw, 
 	}
 }
 
+// ---- padded max pooling (cpu/pool.go: maxPool2dPadded) ----
+__device__ long long pool_argmax_pad(const T* xp, long long H, long long W, long long k, long long s, long long pad,
+                                     long long oy, long long ox) {
+	long long i0 = oy * s - pad, j0 = ox * s - pad;
+	long long i1 = i0 + k < H ? i0 + k : H, j1 = j0 + k < W ? j0 + k : W;
+	i0 = i0 < 0 ? 0 : i0;
+	j0 = j0 < 0 ? 0 : j0;
+	long long best = i0 * W + j0;
+	T bv = xp[best];
+	for (long long i = i0; i < i1; i++)
+		for (long long j = j0; j < j1; j++) {
+			T v = xp[i * W + j];
+			if (v > bv || (v != v && bv == bv)) { best = i * W + j; bv = v; }
+		}
+	return best;
+}
+extern "C" __global__ void K(max_pool_pad)(const T* x, T* y, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3], KK = g.v[4], S = g.v[5], pad = g.v[6];
+	GRID_STRIDE(e, planes * OH * OW) {
+		long long q = e % (OH * OW);
+		const T* xp = x + (e / (OH * OW)) * H * W;
+		y[e] = xp[pool_argmax_pad(xp, H, W, KK, S, pad, q / OW, q % OW)];
+	}
+}
+// dx gathers dy from every window whose argmax it is, in (oy, ox) order.
+extern "C" __global__ void K(max_pool_pad_grad)(const T* x, const T* dy, T* dx, long long planes, Dims g) {
+	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3], KK = g.v[4], S = g.v[5], pad = g.v[6];
+	GRID_STRIDE(e, planes * H * W) {
+		long long pl = e / (H * W), at = e % (H * W), iy = at / W, ix = at % W;
+		const T* xp = x + pl * H * W;
+		const T* dyp = dy + pl * OH * OW;
+		T s = (T)0;
+		for (long long oy = 0; oy < OH; oy++) {
+			if (iy < oy * S - pad || iy >= oy * S - pad + KK) continue;
+			for (long long ox = 0; ox < OW; ox++) {
+				if (ix < ox * S - pad || ix >= ox * S - pad + KK) continue;
+				if (pool_argmax_pad(xp, H, W, KK, S, pad, oy, ox) == at) s += dyp[oy * OW + ox];
+			}
+		}
+		dx[e] = s;
+	}
+}
+
 // ---- average pooling (cpu/pool.go) ----
 extern "C" __global__ void K(avg_pool)(const T* x, T* y, long long planes, Dims g) {
 	long long H = g.v[0], W = g.v[1], OH = g.v[2], OW = g.v[3], KK = g.v[4], S = g.v[5], pad = g.v[6];
@@ -164,6 +207,28 @@ func (p *planner) gconv(kind ir.OpKind, a *ir.Attrs, ins []*ir.Tensor, dt ir.DTy
 		return nil
 	}
 	return p.launch(base, dt, p.elemGrid(count), in(0), in(1), out(0), n, da, db)
+}
+
+// maxPoolPadded plans a padded max_pool2d (in: x; out: y) or its gradient
+// (in: x, dy; out: dx).
+func (p *planner) maxPoolPadded(a *ir.Attrs, xs ir.Shape, grad bool, dt ir.DType) error {
+	if len(xs) != 4 || a.Kernel < 1 || a.Stride < 1 || a.Pad < 0 || 2*a.Pad > a.Kernel || xs[2]+2*a.Pad < a.Kernel || xs[3]+2*a.Pad < a.Kernel {
+		return fmt.Errorf("max_pool2d kernel %d, stride %d, pad %d do not fit x %v", a.Kernel, a.Stride, a.Pad, xs)
+	}
+	h, w, k, s, pad := int64(xs[2]), int64(xs[3]), int64(a.Kernel), int64(a.Stride), int64(a.Pad)
+	oh, ow := (h+2*pad-k)/s+1, (w+2*pad-k)/s+1
+	planes := int64(xs[0] * xs[1])
+	g := Dims{h, w, oh, ow, k, s, pad}
+	if !grad {
+		if n := planes * oh * ow; n > 0 {
+			return p.launch("max_pool_pad", dt, p.elemGrid(n), in(0), out(0), planes, g)
+		}
+		return nil
+	}
+	if n := planes * h * w; n > 0 {
+		return p.launch("max_pool_pad_grad", dt, p.elemGrid(n), in(0), in(1), out(0), planes, g)
+	}
+	return nil
 }
 
 // avgPool plans avg_pool2d (in: x; out: y) or its gradient (in: dy; out:

@@ -192,6 +192,10 @@ var opCases = []opCase{
 	{"batch_norm_running", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpBatchNormRunning, ir.Attrs{Scale: 0.25, Momentum: 0.1}, prm(b, "rm", 5), prm(b, "rv", 5), prm(b, "s", 5), prm(b, "q", 5))[0]
 	}},
+	{"max_pool2d/padded", func(b *ir.Builder) ir.TensorID { return b.MaxPool2DPadded(prm(b, "x", 2, 3, 7, 6), 3, 2, 1) }},
+	{"max_pool2d_grad/padded", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpMaxPool2DGrad, ir.Attrs{Kernel: 3, Stride: 2, Pad: 1}, prm(b, "x", 2, 3, 7, 6), prm(b, "dy", 2, 3, 4, 3))[0]
+	}},
 	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2, 1) }},
 	{"avg_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2, 0) }},
 	{"avg_pool2d_grad", func(b *ir.Builder) ir.TensorID {

@@ -449,10 +449,11 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 			return p.conv2dGradInput(a, ins[1].Shape, dt)
 		}
 		return p.conv2dGradWeight(a, ins[0].Shape, dt)
-	case ir.OpMaxPool2D:
-		return p.maxPool(a, ins[0].Shape, false, dt)
-	case ir.OpMaxPool2DGrad:
-		return p.maxPool(a, ins[0].Shape, true, dt)
+	case ir.OpMaxPool2D, ir.OpMaxPool2DGrad:
+		if a.Pad > 0 {
+			return p.maxPoolPadded(a, ins[0].Shape, op.Kind == ir.OpMaxPool2DGrad, dt)
+		}
+		return p.maxPool(a, ins[0].Shape, op.Kind == ir.OpMaxPool2DGrad, dt)
 	case ir.OpAdaptiveAvgPool2D:
 		return p.adaptivePool(ins[0].Shape, a.Shape, false, dt)
 	case ir.OpAdaptiveAvgPool2DGrad:

@@ -55,7 +55,7 @@ func Table() []Entry {
 		{"aten.hardsigmoid.default", "`hardsigmoid`", unary(ir.OpHardSigmoid)},
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},
 		{"aten.lift_fresh_copy.default", "nothing", identity},
-		{"aten.max_pool2d.default", "`max_pool2d` (square, no padding or dilation)", maxPool},
+		{"aten.max_pool2d.default", "`max_pool2d` (square, padding up to half the kernel, no dilation)", maxPool},
 		{"aten.max_pool2d_with_indices.default", "`max_pool2d` (the indices are not imported)", maxPool},
 		{"aten.mean.default", "`reduce_sum` over every dim, scaled", mean},
 		{"aten.mean.dim", "`adaptive_avg_pool2d` to 1×1 over H, W of an NCHW tensor; else `reduce_sum`, scaled", mean},
@@ -971,10 +971,10 @@ func maxPool(c *conv, n *Node) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pad != 0 || dil != 1 || ceil {
-		return nil, fmt.Errorf("max pool with padding %d, dilation %d, ceil_mode %v; hap imports none of them", pad, dil, ceil)
+	if dil != 1 || ceil {
+		return nil, fmt.Errorf("max pool with dilation %d, ceil_mode %v; hap imports neither", dil, ceil)
 	}
-	y := c.emit(ir.OpMaxPool2D, ir.Attrs{Kernel: k, Stride: s}, x)
+	y := c.emit(ir.OpMaxPool2D, ir.Attrs{Kernel: k, Stride: s, Pad: pad}, x)
 	if n.Op == "aten.max_pool2d_with_indices.default" {
 		return []*val{y, {id: ir.NoTensor, kind: lzNone2, what: "max pool's indices"}}, nil
 	}

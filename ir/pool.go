@@ -81,6 +81,12 @@ func workAvgPoolGrad(a *Attrs, in, out []*Tensor) (Work, Work) {
 	return w, w
 }
 
+// MaxPool2DPadded is MaxPool2D with pad elements of −∞ on every side
+// (PyTorch's padding; ResNet's stem pool is 3×3, stride 2, pad 1).
+func (b *Builder) MaxPool2DPadded(x TensorID, kernel, stride, pad int) TensorID {
+	return b.emit1(OpMaxPool2D, Attrs{Kernel: kernel, Stride: stride, Pad: pad}, x)
+}
+
 // AvgPool2D averages kernel×kernel windows every stride pixels, the input
 // padded by pad zeros that count in the average (PyTorch's default).
 func (b *Builder) AvgPool2D(x TensorID, kernel, stride, pad int) TensorID {
