@@ -105,6 +105,15 @@ var gradCases = []gradCase{
 	{"conv2d/depthwise-multiplier", func(b *ir.Builder) ir.TensorID {
 		return b.GroupedConv2D(p(b, "x", 1, 2, 4, 4), p(b, "w", 4, 1, 2, 2), 2, 0, 2)
 	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(p(b, "x", 2, 2, 5, 6), 2, 2, 0) }},
+	{"avg_pool2d/padded-overlap", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(p(b, "x", 1, 2, 5, 4), 3, 2, 1) }},
+	{"batch_norm", func(b *ir.Builder) ir.TensorID {
+		return b.BatchNorm(p(b, "x", 3, 4, 2, 3), p(b, "g", 4), p(b, "b", 4), ir.NoTensor, ir.NoTensor, 1e-5, 0)
+	}},
+	{"batch_norm/2d", func(b *ir.Builder) ir.TensorID {
+		return b.BatchNorm(p(b, "x", 5, 3), p(b, "g", 3), p(b, "b", 3), ir.NoTensor, ir.NoTensor, 1e-3, 0)
+	}},
+	{"max_pool2d/padded", func(b *ir.Builder) ir.TensorID { return b.MaxPool2DPadded(p(b, "x", 2, 2, 5, 6), 3, 2, 1) }},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(p(b, "x", 2, 2, 4, 6), 2, 2) }},
 	{"adaptive_avg_pool2d/up", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(p(b, "x", 2, 2, 1, 1), 3, 3) }},
 	{"adaptive_avg_pool2d/down", func(b *ir.Builder) ir.TensorID {

@@ -112,8 +112,14 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		}
 		return conv2dGradWeight(a, in[0], in[1], out[0])
 	case ir.OpMaxPool2D:
+		if a.Pad > 0 {
+			return maxPool2dPadded(a, in[0], out[0])
+		}
 		return maxPool2d(a, in[0], out[0])
 	case ir.OpMaxPool2DGrad:
+		if a.Pad > 0 {
+			return maxPool2dPaddedGrad(a, in[0], in[1], out[0])
+		}
 		return maxPool2dGrad(a, in[0], in[1], out[0])
 	case ir.OpAdaptiveAvgPool2D:
 		return adaptiveAvgPool2d(a, in[0], out[0])
@@ -144,6 +150,12 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		return collective(ctx.Comm, op, in[0], out[0])
 	default:
 		if ok, err := execAct(op, in, out); ok {
+			return err
+		}
+		if ok, err := execPool(op, in, out); ok {
+			return err
+		}
+		if ok, err := execBatchNorm(op, in, out); ok {
 			return err
 		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)

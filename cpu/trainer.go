@@ -65,6 +65,12 @@ func (t *Trainer[F]) Step(ctx *Ctx, batch map[ir.TensorID]*Tensor[F]) (*StepResu
 		want = append(want, p.Grad, p.Updated)
 		want = append(want, p.NewState...)
 	}
+	// State the forward updates (batch norm's running statistics) takes
+	// its new value for the next step, as PyTorch's buffers do.
+	updates := ir.StateUpdates(g)
+	for _, u := range updates {
+		want = append(want, u.Updated)
+	}
 	vals, err := Run(ctx, g, feeds, want)
 	if err != nil {
 		return nil, fmt.Errorf("%s step %d: %w", g.Name, t.steps+1, err)
@@ -76,6 +82,9 @@ func (t *Trainer[F]) Step(ctx *Ctx, batch map[ir.TensorID]*Tensor[F]) (*StepResu
 		for i, s := range p.State {
 			t.state[s] = vals[p.NewState[i]]
 		}
+	}
+	for _, u := range updates {
+		t.state[u.State] = vals[u.Updated]
 	}
 	t.steps++
 	return res, nil

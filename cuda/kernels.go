@@ -57,7 +57,7 @@ type KernelSig struct {
 	Params []ParamKind
 }
 
-// kernelSigs is the table of every kernel in kernelBody and actKernels.
+// kernelSigs is the table of every kernel in kernelBody, actKernels, convKernels and bnKernels.
 var kernelSigs = []KernelSig{
 	{"relu", []ParamKind{PConstT, PT, PI64}},
 	{"gelu", []ParamKind{PConstT, PT, PI64}},
@@ -103,6 +103,17 @@ var kernelSigs = []KernelSig{
 	{"rotary", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PI64, PI32}},
 	{"im2col", []ParamKind{PConstT, PT, PI64, PDims, PI64, PI64, PI64}},
 	{"col2im", []ParamKind{PConstT, PT, PI64, PDims, PI64}},
+	{"gconv", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}}, // convKernels
+	{"gconv_grad_input", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}},
+	{"gconv_grad_weight", []ParamKind{PConstT, PConstT, PT, PI64, PDims, PDims}},
+	{"avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"avg_pool_grad", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"bn_apply", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PF64, PF64}}, // bnKernels
+	{"bn_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PI64, PI64, PI64, PF64, PF64}},
+	{"bn_grad_stats", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PT, PT, PT, PI64, PI64, PI64, PF64, PF64}},
+	{"bn_running", []ParamKind{PConstT, PConstT, PConstT, PConstT, PT, PT, PI64, PF64, PF64}},
+	{"max_pool_pad", []ParamKind{PConstT, PT, PI64, PDims}},
+	{"max_pool_pad_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"max_pool", []ParamKind{PConstT, PT, PI64, PDims}},
 	{"max_pool_grad", []ParamKind{PConstT, PConstT, PT, PI64, PDims}},
 	{"adaptive_avg_pool", []ParamKind{PConstT, PT, PI64, PDims}},
@@ -160,6 +171,8 @@ func KernelSource(dt ir.DType) string {
 	sb.WriteString(kernelPrelude)
 	sb.WriteString(kernelBody)
 	sb.WriteString(actKernels)
+	sb.WriteString(convKernels)
+	sb.WriteString(bnKernels)
 	sb.WriteString("#undef K\n")
 	return sb.String()
 }

@@ -36,7 +36,8 @@ extern "C" __global__ void K(hardswish_grad)(const T* x, const T* dy, T* dx, lon
 extern "C" __global__ void K(hardsigmoid_grad)(const T* x, const T* dy, T* dx, long long n) {
 	GRID_STRIDE(i, n) {
 		A v = (A)x[i];
-		dx[i] = (v > (A)-3 && v < (A)3) ? (T)((A)dy[i] / (A)6) : (T)0;
+		// (A)(1.0f / 6.0f): PyTorch's float constant, as cpu/act.go.
+		dx[i] = (v > (A)-3 && v < (A)3) ? (T)((A)dy[i] * (A)(1.0f / 6.0f)) : (T)0;
 	}
 }
 `

@@ -185,6 +185,44 @@ var opCases = []opCase{
 	{"conv2d_grad_weight/one-output", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 1, Shape: []int{1, 3, 3, 2}}, prm(b, "x", 2, 3, 5, 5), prm(b, "dy", 2, 1, 3, 4))[0]
 	}},
+	{"conv2d/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 3, 4, 7, 6), prm(b, "w", 6, 2, 3, 3), 2, 1, 2)
+	}},
+	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 2, 3, 5, 5), prm(b, "w", 3, 1, 3, 3), 1, 1, 3)
+	}},
+	{"conv2d/empty-shard", func(b *ir.Builder) ir.TensorID {
+		return b.GroupedConv2D(prm(b, "x", 2, 0, 5, 5), prm(b, "w", 0, 1, 3, 3), 1, 1, 3)
+	}},
+	{"conv2d_grad_input/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 2, Pad: 1, Groups: 2, Shape: []int{3, 4, 7, 6}}, prm(b, "dy", 3, 6, 4, 3), prm(b, "w", 6, 2, 3, 3))[0]
+	}},
+	{"conv2d_grad_input/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradInput, ir.Attrs{Stride: 1, Pad: 1, Groups: 3, Shape: []int{2, 3, 5, 5}}, prm(b, "dy", 2, 3, 5, 5), prm(b, "w", 3, 1, 3, 3))[0]
+	}},
+	{"conv2d_grad_weight/grouped", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 2, Pad: 1, Groups: 2, Shape: []int{6, 2, 3, 3}}, prm(b, "x", 3, 4, 7, 6), prm(b, "dy", 3, 6, 4, 3))[0]
+	}},
+	{"conv2d_grad_weight/depthwise", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpConv2DGradWeight, ir.Attrs{Stride: 1, Pad: 1, Groups: 3, Shape: []int{3, 1, 3, 3}}, prm(b, "x", 2, 3, 5, 5), prm(b, "dy", 2, 3, 5, 5))[0]
+	}},
+	{"batch_norm", bnCase(ir.OpBatchNorm, 3, 5, 4, 3)},
+	{"batch_norm/2d", bnCase(ir.OpBatchNorm, 7, 3)},
+	{"batch_norm_grad", bnCase(ir.OpBatchNormGrad, 3, 5, 4, 3)},
+	{"batch_norm_grad/long", bnCase(ir.OpBatchNormGrad, 9, 2, 11)}, // more elements per channel than threads
+	{"batch_norm_grad/empty-batch", bnCase(ir.OpBatchNormGrad, 0, 4, 3)},
+	{"batch_norm_running", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpBatchNormRunning, ir.Attrs{Scale: 0.25, Momentum: 0.1}, prm(b, "rm", 5), prm(b, "rv", 5), prm(b, "s", 5), prm(b, "q", 5))[0]
+	}},
+	{"max_pool2d/padded", func(b *ir.Builder) ir.TensorID { return b.MaxPool2DPadded(prm(b, "x", 2, 3, 7, 6), 3, 2, 1) }},
+	{"max_pool2d_grad/padded", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpMaxPool2DGrad, ir.Attrs{Kernel: 3, Stride: 2, Pad: 1}, prm(b, "x", 2, 3, 7, 6), prm(b, "dy", 2, 3, 4, 3))[0]
+	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2, 1) }},
+	{"avg_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2, 0) }},
+	{"avg_pool2d_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpAvgPool2DGrad, ir.Attrs{Kernel: 3, Stride: 2, Pad: 1, Shape: []int{2, 3, 7, 6}}, prm(b, "dy", 2, 3, 4, 3))[0]
+	}},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 7, 6), 3, 2) }},
 	{"max_pool2d/tiled", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 2, 3, 4, 6), 2, 2) }},
 	{"max_pool2d_grad", func(b *ir.Builder) ir.TensorID {
@@ -227,6 +265,22 @@ var opCases = []opCase{
 }
 
 // emit2 emits a two-input same-shape op.
+// bnCase is a batch norm kind on x of the given shape; feed makes its
+// sumsq input large enough for a positive variance.
+func bnCase(kind ir.OpKind, shape ...int) func(b *ir.Builder) ir.TensorID {
+	return func(b *ir.Builder) ir.TensorID {
+		c := shape[1]
+		per := max(1, ir.Shape(shape).Numel()/c)
+		a := ir.Attrs{Eps: 1e-5, Scale: 1 / float64(per)}
+		x, s1, s2, g := prm(b, "x", shape...), prm(b, "sum", c), prm(b, "sumsq", c), prm(b, "g", c)
+		last := prm(b, "b", c)
+		if kind == ir.OpBatchNormGrad {
+			last = prm(b, "dy", shape...)
+		}
+		return b.Emit(kind, a, x, s1, s2, g, last)[0]
+	}
+}
+
 func emit2(kind ir.OpKind, a ir.Attrs, shape ...int) func(b *ir.Builder) ir.TensorID {
 	return func(b *ir.Builder) ir.TensorID {
 		return b.Emit(kind, a, prm(b, "a", shape...), prm(b, "b", shape...))[0]
@@ -277,6 +331,12 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 				v.Data[j] = F(rng.Float64()*4 - 2)
 			}
 			switch op.Kind {
+			case ir.OpBatchNorm, ir.OpBatchNormGrad:
+				if i == 2 { // sumsq: var = sumsq·k − (sum·k)² ≥ 2k − 4k²
+					for j := range v.Data {
+						v.Data[j] = F(math.Abs(float64(v.Data[j])) + 4)
+					}
+				}
 			case ir.OpHardSwish, ir.OpHardSigmoid, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad:
 				if i == 0 { // both sides of the kinks at ±3
 					for j := range v.Data {

@@ -435,16 +435,27 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 		return p.attention(a, ins[0], ins[1], ins[2], ins[3], maskInput(ins, 4), outs)
 	case ir.OpRotary, ir.OpRotaryGrad:
 		return p.rotary(op.Kind == ir.OpRotaryGrad, ins)
-	case ir.OpConv2D:
-		return p.conv2d(a, ins[0].Shape, ins[1].Shape, dt)
-	case ir.OpConv2DGradInput:
-		return p.conv2dGradInput(a, ins[1].Shape, dt)
-	case ir.OpConv2DGradWeight:
+	case ir.OpBatchNorm, ir.OpBatchNormGrad, ir.OpBatchNormRunning:
+		return p.batchNorm(op, ins, outs, dt)
+	case ir.OpAvgPool2D:
+		return p.avgPool(a, ins[0].Shape, false, dt)
+	case ir.OpAvgPool2DGrad:
+		return p.avgPool(a, a.Shape, true, dt)
+	case ir.OpConv2D, ir.OpConv2DGradInput, ir.OpConv2DGradWeight:
+		switch {
+		case ir.ConvGroups(a) > 1:
+			return p.gconv(op.Kind, a, ins, dt)
+		case op.Kind == ir.OpConv2D:
+			return p.conv2d(a, ins[0].Shape, ins[1].Shape, dt)
+		case op.Kind == ir.OpConv2DGradInput:
+			return p.conv2dGradInput(a, ins[1].Shape, dt)
+		}
 		return p.conv2dGradWeight(a, ins[0].Shape, dt)
-	case ir.OpMaxPool2D:
-		return p.maxPool(a, ins[0].Shape, false, dt)
-	case ir.OpMaxPool2DGrad:
-		return p.maxPool(a, ins[0].Shape, true, dt)
+	case ir.OpMaxPool2D, ir.OpMaxPool2DGrad:
+		if a.Pad > 0 {
+			return p.maxPoolPadded(a, ins[0].Shape, op.Kind == ir.OpMaxPool2DGrad, dt)
+		}
+		return p.maxPool(a, ins[0].Shape, op.Kind == ir.OpMaxPool2DGrad, dt)
 	case ir.OpAdaptiveAvgPool2D:
 		return p.adaptivePool(ins[0].Shape, a.Shape, false, dt)
 	case ir.OpAdaptiveAvgPool2DGrad:

@@ -87,6 +87,14 @@ var ruleCases = []ruleCase{
 	{"conv2d/depthwise", func(b *ir.Builder) ir.TensorID {
 		return b.GroupedConv2D(prm(b, "x", 6, 5, 4, 4), prm(b, "w", 5, 1, 3, 3), 2, 1, 5)
 	}},
+	{"avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AvgPool2D(prm(b, "x", 6, 5, 5, 5), 3, 2, 1) }},
+	// Sums of 24 elements per channel: sumsq starts at ones and sum small,
+	// so the variance sumsq/24 − (sum/24)² is positive.
+	{"batch_norm", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpBatchNorm, ir.Attrs{Eps: 1e-5, Scale: 1.0 / 24}, prm(b, "x", 6, 5, 2, 2), prm(b, "sum", 5),
+			b.ParamInit("sumsq", ir.InitOnes, 5), b.ParamInit("g", ir.InitOnes, 5), prm(b, "b", 5))[0]
+	}},
+	{"max_pool2d/padded", func(b *ir.Builder) ir.TensorID { return b.MaxPool2DPadded(prm(b, "x", 6, 5, 5, 5), 3, 2, 1) }},
 	{"max_pool2d", func(b *ir.Builder) ir.TensorID { return b.MaxPool2D(prm(b, "x", 6, 5, 4, 4), 2, 2) }},
 	{"adaptive_avg_pool2d", func(b *ir.Builder) ir.TensorID { return b.AdaptiveAvgPool2D(prm(b, "x", 6, 5, 2, 3), 3, 2) }},
 	{"cross_entropy", func(b *ir.Builder) ir.TensorID { return b.CrossEntropy(prm(b, "x", 6, 5), b.Label("y", 6)) }},

@@ -36,11 +36,13 @@ func Table() []Entry {
 		{"aten.add.Tensor", "`add` (equal shapes), `bias` (one operand broadcast), `add` of a `fill_like` (a number)", add},
 		{"aten.addmm.default", "`matmul` (`trans_b` when the weight is `t`'s) and `bias`: a linear layer", addmm},
 		{"aten.alias.default", "nothing", identity},
+		{"aten.avg_pool2d.default", "`avg_pool2d` (square; padding counted, as `count_include_pad`; no ceil mode)", avgPool},
 		{"aten.bernoulli_.float", "part of dropout (with `empty_like`, `div_` by the keep probability and `mul`)", bernoulli},
 		{"aten.bmm.default", "`matmul`; q·kᵀ, scaled, softmaxed, times v: `attention` with the scale folded in", bmm},
 		{"aten.cat.default", "`concat`", cat},
 		{"aten.clone.default", "nothing", identity},
-		{"aten.convolution.default", "`conv2d` and `bias` over the channels (2-D, square stride and padding, no dilation or groups)", convolution},
+		{"aten.convolution.default", "`conv2d` (with `groups`: grouped and depthwise) and `bias` over the channels (2-D, square stride and padding, no dilation)", convolution},
+		{"aten.cudnn_batch_norm.default", "as `native_batch_norm` (on a GPU)", batchNorm},
 		{"aten.detach.default", "nothing", identity},
 		{"aten.div.Scalar", "a scale (folded into attention or a dropout mask, else `mul` by a `fill_like`)", div},
 		{"aten.div.Tensor", "as `div.Scalar` when the divisor is a number; refused for two tensors", div},
@@ -53,13 +55,14 @@ func Table() []Entry {
 		{"aten.hardsigmoid.default", "`hardsigmoid`", unary(ir.OpHardSigmoid)},
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},
 		{"aten.lift_fresh_copy.default", "nothing", identity},
-		{"aten.max_pool2d.default", "`max_pool2d` (square, no padding or dilation)", maxPool},
+		{"aten.max_pool2d.default", "`max_pool2d` (square, padding up to half the kernel, no dilation)", maxPool},
 		{"aten.max_pool2d_with_indices.default", "`max_pool2d` (the indices are not imported)", maxPool},
 		{"aten.mean.default", "`reduce_sum` over every dim, scaled", mean},
 		{"aten.mean.dim", "`adaptive_avg_pool2d` to 1×1 over H, W of an NCHW tensor; else `reduce_sum`, scaled", mean},
 		{"aten.mm.default", "`matmul` (`trans_a`/`trans_b` for `t` operands)", mm},
 		{"aten.mul.Scalar", "a scale, as `div.Scalar`", mul},
 		{"aten.mul.Tensor", "`mul` (equal shapes); by a dropout mask, `dropout`; by a number, a scale", mul},
+		{"aten.native_batch_norm.default", "training mode: `reduce_sum`s of x and x·x over all but the channels, `batch_norm`, and `batch_norm_running` updating the running mean and variance (state); the saved statistics are not imported", batchNorm},
 		{"aten.native_dropout.default", "`dropout` (the mask is not imported)", nativeDropout},
 		{"aten.native_layer_norm.default", "`layer_norm` over the last dim (mean and rstd are not imported)", layerNorm},
 		{"aten.nll_loss_forward.default", "`nll_loss`; after `_log_softmax`, `cross_entropy` (reduction sum, no class weights)", nllLoss},
@@ -696,6 +699,9 @@ func addSub(c *conv, n *Node, sign float64) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isStepCounter(a) {
+		return stepCounter(c, n), nil
+	}
 	al, err := c.alpha(n)
 	if err != nil {
 		return nil, err
@@ -918,10 +924,15 @@ func convolution(c *conv, n *Node) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dil != 1 || tr || groups != 1 {
-		return nil, fmt.Errorf("convolution with dilation %d, transposed %v, groups %d; hap imports dilation 1, not transposed, groups 1", dil, tr, groups)
+	if dil != 1 || tr || groups < 1 {
+		return nil, fmt.Errorf("convolution with dilation %d, transposed %v, groups %d; hap imports dilation 1, not transposed", dil, tr, groups)
 	}
-	y := c.b.Conv2D(x, w, stride, pad)
+	var y ir.TensorID
+	if groups > 1 {
+		y = c.b.GroupedConv2D(x, w, stride, pad, groups)
+	} else {
+		y = c.b.Conv2D(x, w, stride, pad) // no groups attribute: graphs stay as they were
+	}
 	if arg(n, 2, "bias") != nil {
 		b, _, err := c.inMat(n, 2, "bias")
 		if err != nil {
@@ -960,10 +971,10 @@ func maxPool(c *conv, n *Node) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pad != 0 || dil != 1 || ceil {
-		return nil, fmt.Errorf("max pool with padding %d, dilation %d, ceil_mode %v; hap imports none of them", pad, dil, ceil)
+	if dil != 1 || ceil {
+		return nil, fmt.Errorf("max pool with dilation %d, ceil_mode %v; hap imports neither", dil, ceil)
 	}
-	y := c.emit(ir.OpMaxPool2D, ir.Attrs{Kernel: k, Stride: s}, x)
+	y := c.emit(ir.OpMaxPool2D, ir.Attrs{Kernel: k, Stride: s, Pad: pad}, x)
 	if n.Op == "aten.max_pool2d_with_indices.default" {
 		return []*val{y, {id: ir.NoTensor, kind: lzNone2, what: "max pool's indices"}}, nil
 	}

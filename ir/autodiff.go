@@ -357,7 +357,7 @@ func gradConv2D(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 }
 
 func gradMaxPool(c *gradCtx, op *Op, dy []TensorID) []TensorID {
-	return []TensorID{c.emit1(OpMaxPool2DGrad, Attrs{Kernel: op.Attrs.Kernel, Stride: op.Attrs.Stride}, op.Inputs[0], dy[0])}
+	return []TensorID{c.emit1(OpMaxPool2DGrad, Attrs{Kernel: op.Attrs.Kernel, Stride: op.Attrs.Stride, Pad: op.Attrs.Pad}, op.Inputs[0], dy[0])}
 }
 
 func gradAdaptivePool(c *gradCtx, op *Op, dy []TensorID) []TensorID {

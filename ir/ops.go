@@ -151,6 +151,8 @@ func Kinds() []OpKind {
 		OpDynamicSlice, OpReplicate}
 	ks = append(ks, actKinds()...)
 	ks = append(ks, llamaKinds()...)
+	ks = append(ks, poolKinds()...)
+	ks = append(ks, batchNormKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -266,6 +268,12 @@ func lookup(k OpKind) (opDef, bool) {
 		return opDef{5, inferAdam, nil, workOpt(12)}, true
 	}
 	if d, ok := lookupAct(k); ok {
+		return d, true
+	}
+	if d, ok := lookupPool(k); ok {
+		return d, true
+	}
+	if d, ok := lookupBatchNorm(k); ok {
 		return d, true
 	}
 	return lookupLlama(k)
@@ -712,6 +720,15 @@ func inferMaxPool(a *Attrs, in []*Tensor) ([]OutSpec, error) {
 	}
 	if len(x.Shape) != 4 {
 		return nil, fmt.Errorf("max_pool2d wants x[N,C,H,W], got %q %v", x.Name, x.Shape)
+	}
+	if a.Pad != 0 {
+		// Padded (−∞ around the image, PyTorch's padding): avg_pool2d's
+		// geometry and checks.
+		s, err := avgPoolOut(a, x.Shape, x.Name)
+		if err != nil {
+			return nil, fmt.Errorf("max_pool2d: %w", err)
+		}
+		return one(s, x.DType), nil
 	}
 	if a.Kernel < 1 || a.Stride < 1 || a.Kernel > x.Shape[2] || a.Kernel > x.Shape[3] {
 		return nil, fmt.Errorf("max_pool2d kernel %d stride %d invalid for %q %v", a.Kernel, a.Stride, x.Name, x.Shape)

@@ -254,6 +254,9 @@ func appendAttrs(b []byte, a *Attrs) []byte {
 		return 0
 	}
 	b = ints(b, 'a', a.Axis, a.Start, a.End, flag(a.TransA), flag(a.TransB), a.Kernel, a.Stride, a.Pad, flag(a.Causal), a.Capacity, flag(a.Partial), a.Rank)
+	if a.Momentum != 0 {
+		b = floats(b, 'M', a.Momentum)
+	}
 	if a.Groups != 0 {
 		// Only when set, so the signatures of ungrouped ops stay as they were.
 		b = ints(b, 'G', a.Groups)

@@ -280,6 +280,7 @@ type Attrs struct {
 	Equation string    `json:"equation,omitempty"` // einsum
 	LR       float64   `json:"lr,omitempty"`       // optimizer learning rate
 	Betas    []float64 `json:"betas,omitempty"`    // Adam β1, β2
+	Momentum float64   `json:"momentum,omitempty"` // batch norm running statistics
 
 	// Per-device attributes, set only in the local programs lowering emits.
 	Offset  []int `json:"offset,omitempty"`  // dropout: this shard's position in Shape (the global shape); embedding: [first local vocabulary row]

@@ -164,13 +164,32 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 				add("split-groups", []Layout{G(1, s), G(0, s)}, []Layout{G(1, s)})
 			}
 		}
-	case ir.OpMaxPool2D, ir.OpAdaptiveAvgPool2D:
+	case ir.OpMaxPool2D, ir.OpAdaptiveAvgPool2D, ir.OpAvgPool2D:
 		for s := range segs {
 			add("split-batch", []Layout{G(0, s)}, []Layout{G(0, s)})
 			add("split-channels", []Layout{G(1, s)}, []Layout{G(1, s)})
 		}
-		if op.Kind == ir.OpAdaptiveAvgPool2D {
+		if op.Kind == ir.OpAdaptiveAvgPool2D || op.Kind == ir.OpAvgPool2D { // linear
 			add("partial", []Layout{R}, []Layout{R})
+		}
+	case ir.OpBatchNorm:
+		// Any dim but the channels splits x and y with the statistics
+		// whole: on a batch (or spatial) split the reduce_sums before this
+		// op leave partial sums, so the planner all-reduces the 2·C sums
+		// (SyncBatchNorm's exchange, priced as any all-reduce) and every
+		// shard normalises by the whole batch's statistics. Splitting the
+		// channels splits everything per channel, with no exchange.
+		forDims(len(out[0]), func(d, s int) {
+			if d != 1 {
+				add("split", []Layout{G(d, s), I, I, I, I}, []Layout{G(d, s)})
+			}
+		})
+		for s := range segs {
+			add("split-channels", []Layout{G(1, s), G(0, s), G(0, s), G(0, s), G(0, s)}, []Layout{G(1, s)})
+		}
+	case ir.OpBatchNormRunning:
+		for s := range segs {
+			add("split-channels", repeat(G(0, s), 4), repeat(G(0, s), 2))
 		}
 	case ir.OpCrossEntropy, ir.OpNLLLoss:
 		// A sum over samples: each device's samples give a partial loss.

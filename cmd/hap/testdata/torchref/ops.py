@@ -66,3 +66,52 @@ class _Folded(nn.Module):
 
 def folded():
     return _Folded(), (torch.randn(2, 6, 8), torch.randint(0, 3, (2,))), _loss
+
+
+class _Mobile(nn.Module):
+    """A MobileNet-style block: a strided conv, batch norm and hardswish,
+    a depthwise conv (groups = channels) with batch norm, a grouped 1×1 conv,
+    a hardsigmoid gate, an average pool and global average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8, eps=1e-3),
+                                nn.Hardswish())
+        self.pw = nn.Conv2d(8, 12, 1, groups=2)
+        self.bn = nn.BatchNorm2d(12, affine=False, momentum=0.3)
+        self.gate = nn.Hardsigmoid()
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1)
+        self.head = nn.Linear(12, 5)
+
+    def forward(self, x):
+        h = self.pw(self.dw(self.stem(x)))
+        h = self.pool(F.silu(self.bn(h)) * self.gate(h))
+        return self.head(h.mean(dim=(2, 3)))
+
+
+def mobile():
+    return _Mobile(), (torch.randn(3, 3, 11, 11), torch.randint(0, 5, (3,))), _loss
+
+
+class _SwiGLU(nn.Module):
+    """A LLaMA-style feed-forward: silu(x·W_gate) ⊙ (x·W_up) · W_down, no
+    biases, between two linear layers."""
+
+    def __init__(self, d=12, f=20):
+        super().__init__()
+        self.inp = nn.Linear(6, d)
+        self.gate = nn.Linear(d, f, bias=False)
+        self.up = nn.Linear(d, f, bias=False)
+        self.down = nn.Linear(f, d, bias=False)
+        self.out = nn.Linear(d, 4)
+
+    def forward(self, x):
+        h = self.inp(x)
+        h = h + self.down(F.silu(self.gate(h)) * self.up(h))
+        return self.out(h)
+
+
+def swiglu():
+    return _SwiGLU(), (torch.randn(5, 6), torch.randint(0, 4, (5,))), _loss
