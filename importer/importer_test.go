@@ -26,6 +26,7 @@ var fixtures = []struct{ file, factory string }{
 	{"transformer_encoder.aten.json", "transformer_encoder.py:model"},
 	{"matmul_attention.aten.json", "matmul_attention.py:model"},
 	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
+	{"llama_attention.aten.json", "llama.py:attention_block"},
 }
 
 func readFixture(t *testing.T, name string) []byte {
