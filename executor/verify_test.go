@@ -54,6 +54,7 @@ func TestVerifyZooTinyUnderStrategies(t *testing.T) {
 		{"gpt2-tiny", "dp-cp"}, {"gpt2-tiny", "tp"},
 		{"mlp-tiny", "zero3"}, {"bert-base-tiny", "zero3"}, {"vit-tiny", "zero3"}, {"vgg19-tiny", "zero3"},
 		{"bert-moe-tiny", "zero3"}, {"gpt2-tiny", "zero3"},
+		{"llama-tiny", "dp-ev"}, {"llama-tiny", "dp-cp"}, {"llama-tiny", "zero3"}, {"llama-tiny", "tp"},
 	}
 	for _, c := range cases {
 		for _, dt := range []ir.DType{ir.Float64, ir.Float32} {

@@ -30,6 +30,15 @@ type attentionChain struct {
 	fold       ir.OpID // reshape of the probabilities to [N, S, T]
 	out        ir.OpID // matmul probs·v
 	back       ir.OpID // reshape of the output to [L…, S, dv]
+	// mask is the additive [S, T] mask a bias adds to the scaled scores
+	// (NoTensor: none), maskOp that bias.
+	mask   ir.TensorID
+	maskOp ir.OpID
+	// group > 1: k and v are kvK and kvV [B, Hkv, T, ·] with each head
+	// repeated group times by repOps (gqa.go), which die.
+	group    int
+	kvK, kvV ir.TensorID
+	repOps   []ir.OpID
 }
 
 // fuseAttention replaces every attention chain of g by one attention op.
@@ -60,7 +69,35 @@ func fuseAttention(g *ir.Graph) *ir.Graph {
 		// final reshape wrote; everything between dies.
 		att := &ng.Ops[ch.out]
 		deadTensors[att.Outputs[0]] = true
-		att.Kind, att.Inputs, att.Attrs = ir.OpAttention, []ir.TensorID{q4, k4, v4}, ir.Attrs{Scale: ch.scale}
+		attrs := ir.Attrs{Scale: ch.scale}
+		if ch.group > 1 {
+			// Attention reads the key/value heads themselves: k's
+			// permute reads the unrepeated k, v is the unrepeated v.
+			attrs.KVGroup = ch.group
+			kt.Inputs[0] = ch.kvK
+			ng.Tensors[k4].Shape = permuted(ng.Tensors[ch.kvK].Shape, kt.Attrs.Perm)
+			v4 = ch.kvV
+			for _, op := range ch.repOps {
+				deadOps[op] = true
+				for _, t := range ng.Ops[op].Outputs {
+					deadTensors[t] = true
+				}
+			}
+		}
+		if isIdentityPerm(kt.Attrs.Perm) {
+			// kᵀ's permute was the transpose alone (k came whole
+			// from an op, a rotary say): attention reads k itself.
+			k4 = kt.Inputs[0]
+			deadOps[kt.ID] = true
+			deadTensors[kt.Outputs[0]] = true
+		}
+		ins := []ir.TensorID{q4, k4, v4}
+		if ch.mask != ir.NoTensor {
+			ins = append(ins, ch.mask)
+			deadOps[ch.maskOp] = true
+			deadTensors[ng.Ops[ch.maskOp].Outputs[0]] = true
+		}
+		att.Kind, att.Inputs, att.Attrs = ir.OpAttention, ins, attrs
 		att.Name = attentionName(ng, att.Name)
 		att.Outputs = []ir.TensorID{ng.Ops[ch.back].Outputs[0]}
 		ng.Tensors[att.Outputs[0]].Producer = att.ID
@@ -78,7 +115,7 @@ func fuseAttention(g *ir.Graph) *ir.Graph {
 
 // matchAttention recognises the chain ending in matmul m2 (probs·v).
 func matchAttention(g *ir.Graph, uses [][]ir.OpID, m2 ir.OpID) (attentionChain, bool) {
-	ch := attentionChain{out: m2, scale: 1}
+	ch := attentionChain{out: m2, scale: 1, mask: ir.NoTensor, maskOp: ir.NoOp, kvK: ir.NoTensor, kvV: ir.NoTensor}
 	op := &g.Ops[m2]
 	if op.Kind != ir.OpMatMul || op.Attrs.TransA || op.Attrs.TransB || len(g.Tensors[op.Outputs[0]].Shape) != 3 {
 		return ch, false
@@ -104,6 +141,15 @@ func matchAttention(g *ir.Graph, uses [][]ir.OpID, m2 ir.OpID) (attentionChain, 
 	}
 	ch.softmax = sm.ID
 	scores := sm.Inputs[0]
+	// An additive mask: bias(scaled scores, m[S, T]) over the last two dims.
+	if bias, ok := producer(g, uses, scores, ir.OpBias); ok {
+		r := len(g.Tensors[scores].Shape)
+		m := bias.Inputs[1]
+		if !slices.Equal(bias.Attrs.Axes, []int{r - 2, r - 1}) || !g.Tensors[m].Shape.Equal(g.Tensors[scores].Shape[r-2:]) {
+			return ch, false
+		}
+		ch.mask, ch.maskOp, scores = m, bias.ID, bias.Inputs[0]
+	}
 	if mul, ok := producer(g, uses, scores, ir.OpMul); ok {
 		s, fill, ok := scaledBy(g, uses, mul)
 		if !ok {
@@ -139,7 +185,31 @@ func matchAttention(g *ir.Graph, uses [][]ir.OpID, m2 ir.OpID) (attentionChain, 
 		return ch, false
 	}
 	ch.kt = kt.ID
+	// Grouped-query: k and v both repeated per query head, by one group.
+	if k, gk, kops, ok := repeated(g, uses, kt.Inputs[0]); ok {
+		if v, gv, vops, ok := repeated(g, uses, g.Ops[ch.vr].Inputs[0]); ok && gk == gv && len(g.Tensors[k].Shape) == 4 {
+			ch.group, ch.kvK, ch.kvV, ch.repOps = gk, k, v, append(kops, vops...)
+		}
+	}
 	return ch, g.Ops[ch.scores].Outputs[0] != g.Loss
+}
+
+func isIdentityPerm(p []int) bool {
+	for i, d := range p {
+		if d != i {
+			return false
+		}
+	}
+	return true
+}
+
+// permuted is s with its dims reordered by perm (out dim i = s[perm[i]]).
+func permuted(s ir.Shape, perm []int) ir.Shape {
+	out := make(ir.Shape, len(perm))
+	for i, p := range perm {
+		out[i] = s[p]
+	}
+	return out
 }
 
 // folded recognises t = reshape of x [L…, a, b] to [∏L, a, b], used once;

@@ -63,6 +63,9 @@ const (
 	lzMask                      // bernoulli(keep) mask, divided by keep when scaled
 	lzBroadcast                 // expand of src that broadcasts
 	lzNone2                     // a result that is not imported (indices, statistics)
+	lzHalf                      // src[..., half] of its last dim: scale 0 the first, 1 the second (rotary.go)
+	lzRotHalf                   // rotate_half(src) = cat(−src2, src1)
+	lzTableMul                  // q · k, a [S, d] table k broadcast over q [..., S, d]
 )
 
 // val is one raw tensor's translation.
@@ -423,6 +426,8 @@ func (c *conv) mat1(v *val) (ir.TensorID, error) {
 		return ir.NoTensor, fmt.Errorf("uses an expand that broadcasts %v to %v other than as an add's operand", v.src.spec.Shape, v.spec.Shape)
 	case lzNone2:
 		return ir.NoTensor, fmt.Errorf("uses %s, which hap does not compute", v.what)
+	case lzHalf, lzRotHalf, lzTableMul:
+		return c.matRotary(v)
 	}
 	return ir.NoTensor, fmt.Errorf("internal: value kind %d", v.kind)
 }

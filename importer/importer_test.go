@@ -27,6 +27,7 @@ var fixtures = []struct{ file, factory string }{
 	{"matmul_attention.aten.json", "matmul_attention.py:model"},
 	{"matmul_attention_select.aten.json", "matmul_attention.py:selected"},
 	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
+	{"llama_attention.aten.json", "llama.py:attention_block"},
 }
 
 func readFixture(t *testing.T, name string) []byte {

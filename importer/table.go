@@ -65,6 +65,7 @@ func Table() []Entry {
 		{"aten.native_batch_norm.default", "training mode: `reduce_sum`s of x and x·x over all but the channels, `batch_norm`, and `batch_norm_running` updating the running mean and variance (state); the saved statistics are not imported", batchNorm},
 		{"aten.native_dropout.default", "`dropout` (the mask is not imported)", nativeDropout},
 		{"aten.native_layer_norm.default", "`layer_norm` over the last dim (mean and rstd are not imported)", layerNorm},
+		{"aten.neg.default", "a scale by −1; in rotate_half (cat(−x2, x1)) part of `rotary`", neg},
 		{"aten.nll_loss_forward.default", "`nll_loss`; after `_log_softmax`, `cross_entropy` (reduction sum, no class weights)", nllLoss},
 		{"aten.permute.default", "`permute` (composed with neighbouring permutes; folded into matmuls)", permuteOp},
 		{"aten.relu.default", "`relu`", unary(ir.OpReLU)},
@@ -156,6 +157,9 @@ func gelu(c *conv, n *Node) ([]*val, error) {
 func (c *conv) reshapeTo(v *val, shape []int) (*val, error) {
 	if ir.Shape(shape).Equal(v.spec.Shape) {
 		return v, nil
+	}
+	if r, ok, err := c.repeatHeads(v, shape); ok {
+		return r, err
 	}
 	x, err := c.mat(v)
 	if err != nil {
@@ -309,6 +313,9 @@ func sliceOp(c *conv, n *Node) ([]*val, error) {
 	if start == 0 && end == size {
 		return one(v), nil
 	}
+	if h, ok := lazyHalf(v, d, start, end); ok {
+		return one(h), nil
+	}
 	x, err := c.mat(v)
 	if err != nil {
 		return nil, err
@@ -395,11 +402,22 @@ func cat(c *conv, n *Node) ([]*val, error) {
 	}
 	var ids []ir.TensorID
 	var first *val
+	var parts []*val
 	for i, a := range l {
 		v, err := c.tensorVal(n, a, fmt.Sprintf("tensor %d", i))
 		if err != nil {
 			return nil, err
 		}
+		parts = append(parts, v)
+	}
+	if d, err := intArg(n, 1, "dim", 0); err == nil && len(parts) == 2 {
+		if d, err = normDim(d, len(parts[1].spec.Shape)); err == nil {
+			if r, ok := rotateHalf(parts, d); ok {
+				return one(r), nil
+			}
+		}
+	}
+	for _, v := range parts {
 		if len(v.spec.Shape) == 1 && v.spec.Shape[0] == 0 {
 			continue // torch.cat skips empty 1-D tensors
 		}
@@ -714,6 +732,11 @@ func addSub(c *conv, n *Node, sign float64) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sign*al == 1 {
+		if r, ok, err := c.rotaryOf(a, b); ok {
+			return one(r), err
+		}
+	}
 	if sign*al != 1 {
 		b = c.scaled(b, sign*al)
 	}
@@ -758,6 +781,9 @@ func mul(c *conv, n *Node) ([]*val, error) {
 		return one(plain(c.b.Dropout(x, rate))), nil
 	}
 	if !ir.Shape(a.spec.Shape).Equal(b.spec.Shape) {
+		if t, ok := tableProduct(a, b); ok {
+			return one(t), nil
+		}
 		return nil, fmt.Errorf("multiplies %v by %v; hap's mul needs equal shapes", a.spec.Shape, b.spec.Shape)
 	}
 	x, err := c.mat(a)

@@ -54,11 +54,13 @@ func paramOf(g *ir.Graph, op *ir.Op, slot, rank int) ir.TensorID {
 }
 
 // projection follows t back through reshapes and permutes (the split into
-// heads) and a bias to the matmul by a 2-D parameter that makes it: that
+// heads, and rotary embeddings) and a bias to the matmul by a 2-D parameter that makes it: that
 // weight, the bias (NoTensor when none) and ok.
 func projection(g *ir.Graph, t ir.TensorID) (w, b ir.TensorID, ok bool) {
 	op := producer(g, t)
-	for op != nil && (op.Kind == ir.OpReshape || op.Kind == ir.OpPermute) {
+	// Rotary embeddings (LLaMA's q and k) rotate within a head: they sit
+	// between the split into heads and attention like a permute.
+	for op != nil && (op.Kind == ir.OpReshape || op.Kind == ir.OpPermute || op.Kind == ir.OpRotary) {
 		op = producer(g, op.Inputs[0])
 	}
 	b = ir.NoTensor
@@ -128,6 +130,11 @@ func findAttention(g *ir.Graph) attentionParts {
 			continue
 		}
 		h := q[1]
+		if op.Attrs.KVGroup > 1 {
+			// Grouped-query attention splits by key/value head, each
+			// with its group of query heads (spmd's split-kv-heads).
+			h = g.Tensors[op.Inputs[1]].Shape[1]
+		}
 		if !slices.Contains(a.heads, h) {
 			a.heads = append(a.heads, h)
 		}

@@ -64,6 +64,8 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"testdata/torchref/ops.py:mixed", 41, 6},
 		{"testdata/torchref/ops.py:cnn", 5, 0},
 		{"testdata/torchref/ops.py:folded", 2, 0},
+		{"testdata/torchref/ops.py:llama_attention", 10, 0}, // per layer wq, wk, wv, wo; head 2
+		{"testdata/torchref/ops.py:rotary_gqa", 10, 0},
 		{"testdata/torchref/ops.py:mobile", 10, 0}, // batch norm (one without affine), depthwise and grouped convs, hard activations
 		{"testdata/torchref/ops.py:swiglu", 7, 0},
 		{"matmul_attention.py:model", 20, 0},    // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2

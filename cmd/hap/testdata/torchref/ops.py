@@ -1,5 +1,7 @@
 """Factories for the reference check's tests (torchref_test.go): more of the
 importer's table than the examples reach, each against PyTorch in float64."""
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -115,3 +117,72 @@ class _SwiGLU(nn.Module):
 
 def swiglu():
     return _SwiGLU(), (torch.randn(5, 6), torch.randint(0, 4, (5,))), _loss
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class _LlamaAttention(nn.Module):
+    """Attention as LLaMA's Hugging Face code writes it, with plain torch:
+    rotary embeddings on q and k (rotate_half, [S, d] cos/sin buffers),
+    grouped-query heads repeated by expand + reshape (repeat_kv), 4-D
+    matmuls and an additive mask buffer on the scaled scores — imported as
+    rotary ops and one attention op with kv_group and a mask input."""
+
+    def __init__(self, d=16, heads=4, kv=2, seq=6, mask=True, kv_repeat=True):
+        super().__init__()
+        self.h, self.kv, self.dh = heads, kv, d // heads
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, kv * self.dh, bias=False)
+        self.wv = nn.Linear(d, kv * self.dh, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.dh, 2).double() / self.dh))
+        f = torch.outer(torch.arange(seq).double(), inv)
+        emb = torch.cat((f, f), dim=-1)
+        self.register_buffer("cos", emb.cos().float())
+        self.register_buffer("sin", emb.sin().float())
+        self.mask = mask
+        # A causal mask and a random additive one: the check sees the mask's
+        # values, not only its zeros and −∞s.
+        self.register_buffer("bias", torch.triu(torch.full((seq, seq), -1e9), 1) + 0.3 * torch.randn(seq, seq))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q = self.wq(x).view(b, s, self.h, self.dh).transpose(1, 2)
+        k = self.wk(x).view(b, s, self.kv, self.dh).transpose(1, 2)
+        v = self.wv(x).view(b, s, self.kv, self.dh).transpose(1, 2)
+        q = q * self.cos + _rotate_half(q) * self.sin
+        k = k * self.cos + _rotate_half(k) * self.sin
+        n = self.h // self.kv
+        k = k[:, :, None, :, :].expand(b, self.kv, n, s, self.dh).reshape(b, self.h, s, self.dh)
+        v = v[:, :, None, :, :].expand(b, self.kv, n, s, self.dh).reshape(b, self.h, s, self.dh)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.dh)
+        if self.mask:
+            att = att + self.bias
+        y = F.softmax(att, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(b, s, d))
+
+
+class _LlamaNet(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.layers = nn.ModuleList([_LlamaAttention(**kw), _LlamaAttention(**kw)])
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        for a in self.layers:
+            x = x + a(x)
+        return self.head(torch.tanh(x)[:, 0])
+
+
+def llama_attention():
+    """Rotary, grouped-query (4 query heads on 2 key/value heads) and
+    masked attention, two layers."""
+    return _LlamaNet(), (torch.randn(2, 6, 16), torch.randint(0, 3, (2,))), _loss
+
+
+def rotary_gqa():
+    """Rotary and grouped-query attention (4 on 1 key/value head), no mask."""
+    return _LlamaNet(kv=1, mask=False), (torch.randn(3, 6, 16), torch.randint(0, 3, (3,))), _loss
