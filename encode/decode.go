@@ -18,7 +18,7 @@ func (e *Encoding) Decode(ch *Choice) (*spmd.Program, error) {
 		segs[s] = e.Segs[s]
 		segs[s].Lengths = append([]int{}, ch.Lengths[s]...)
 	}
-	p := &spmd.Program{Devices: e.N, Segments: segs}
+	p := &spmd.Program{Devices: e.N, Segments: segs, Recompute: e.RecomputeOps()}
 	avail := make([]map[spmd.Layout]bool, len(g.Tensors))
 	for i := range g.Tensors {
 		t := &g.Tensors[i]

@@ -81,6 +81,11 @@ type Encoding struct {
 	// method fixed by dominance (prune.go), methodFree where the search
 	// chooses; nil with NoPrune.
 	methods [][]methodFix
+	// units are the graph's units of recomputation and unitOfBlock the
+	// recomputed unit of each block (−1 for a kept one); both nil when
+	// nothing is recomputed.
+	units       []RecomputeUnit
+	unitOfBlock []int
 }
 
 type collKey struct {
@@ -108,6 +113,9 @@ type EncodeOptions struct {
 	// NoPrune keeps dominated choices in the search (prune.go); the
 	// exhaustive tests enumerate without pruning to prove it exact.
 	NoPrune bool
+	// Recompute lists the units of recomputation (RecomputeUnits) whose
+	// activations backward recomputes rather than keeps (recompute.go).
+	Recompute []int
 }
 
 // DefaultMemoryFraction leaves 10% of each device for workspace and
@@ -569,7 +577,9 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 		return nil, fmt.Errorf("the loss %q (op %q, %s) cannot end as Reduce: none of its %d sharding rules over the segments %s leaves a partial sum (split its input's first dimension by a segment)",
 			g.Tensors[g.Loss].Name, op.Name, op.Kind, len(lc.Rules), SegmentNames(segs))
 	}
-	e.buildBlocks()
+	if err := e.buildBlocks(); err != nil {
+		return nil, err
+	}
 	if e.a2a, err = m.AllToAllTerms(e.group()); err != nil {
 		return nil, err
 	}

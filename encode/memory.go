@@ -125,7 +125,7 @@ func (e *Encoding) fillMemoryLayouts(ml *memoryLayouts, ch *Choice, needI []bool
 	ml.held = resize(ml.held, len(e.Tensors))
 	ml.transient = resize(ml.transient, len(e.blocks))
 	ml.perClass = resize(ml.perClass, 2*len(e.Tensors))
-	ml.perBlock = resize(ml.perBlock, 4*(len(e.blocks)+1))
+	ml.perBlock = resize(ml.perBlock, 5*(len(e.blocks)+1))
 	// One backing array for every class's held layouts: at most its
 	// producer's layout and one per reader, so appending never moves it.
 	n := 0
@@ -203,17 +203,24 @@ func (e *Encoding) peakMemory(ch *Choice, ml *memoryLayouts, d int) float64 {
 	held := ml.perBlock[:nb]
 	heldGrad := ml.perBlock[nb : 2*nb] // the part with a gradient
 	grad := ml.perBlock[2*nb : 3*nb]
+	inflight := ml.perBlock[3*nb : 4*nb] // a recomputed block's own activations
 	for _, t := range e.memFlat {
 		ml.perBlock[t.dst] += t.n * ml.perClass[t.src]
 	}
-	gradFrom := ml.perBlock[3*nb:] // Σ_{b≥k} grad_b, nb+1 of them
+	gradFrom := ml.perBlock[4*nb:] // Σ_{b≥k} grad_b, nb+1 of them
 	for k := len(e.blocks) - 1; k >= 0; k-- {
 		gradFrom[k] = gradFrom[k+1] + grad[k]
 	}
-	peak, heldTo := 0.0, 0.0
+	peak, heldTo, unitTo := 0.0, 0.0, 0.0
 	for k := range e.blocks {
 		heldTo += held[k]
-		peak = max(peak, heldTo+gradFrom[k]+heldGrad[k]+ml.transient[k])
+		// A recomputed unit's activations are alive only while its
+		// backward runs: at block k's, those of the unit's blocks up to k.
+		if e.unitStart(k) || !e.recomputed(k) {
+			unitTo = 0
+		}
+		unitTo += inflight[k]
+		peak = max(peak, heldTo+unitTo+gradFrom[k]+heldGrad[k]+ml.transient[k])
 	}
 	return resident + peak
 }
@@ -234,7 +241,15 @@ func (e *Encoding) memoryTerms() []flatTerm {
 		for _, tc := range bl.tensors {
 			t := &e.Tensors[tc.class]
 			w := float64(tc.n) * t.Bytes
-			add(0, k, tc.class, w)
+			if in := innerCount(bl.inner, tc.class); in > 0 {
+				// Recomputed: held only during the unit's backward.
+				add(3, k, tc.class, float64(in)*t.Bytes)
+				if in < tc.n {
+					add(0, k, tc.class, float64(tc.n-in)*t.Bytes)
+				}
+			} else {
+				add(0, k, tc.class, w)
+			}
 			if t.ReqGrad && t.Kind != ir.Param {
 				add(1, k, tc.class, w)
 			}
@@ -392,12 +407,20 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 		held := make([]lin, K)
 		heldGrad := make([]lin, K)
 		grad := make([]lin, K)
+		inflight := make([]lin, K)
 		for k, bl := range e.blocks {
-			held[k], heldGrad[k], grad[k] = lin{}, lin{}, lin{}
+			held[k], heldGrad[k], grad[k], inflight[k] = lin{}, lin{}, lin{}, lin{}
 			for _, tc := range bl.tensors {
 				t := &e.Tensors[tc.class]
 				bytes := milpMemory * float64(tc.n) * t.Bytes
-				addScaled(held[k], heldShare[tc.class][g], bytes)
+				if in := innerCount(bl.inner, tc.class); in > 0 {
+					addScaled(inflight[k], heldShare[tc.class][g], milpMemory*float64(in)*t.Bytes)
+					if in < tc.n {
+						addScaled(held[k], heldShare[tc.class][g], milpMemory*float64(tc.n-in)*t.Bytes)
+					}
+				} else {
+					addScaled(held[k], heldShare[tc.class][g], bytes)
+				}
 				if t.ReqGrad && t.Kind != ir.Param {
 					addScaled(heldGrad[k], heldShare[tc.class][g], bytes)
 				}
@@ -433,10 +456,19 @@ func (e *Encoding) memoryRows(resident []lin, leafShare, heldShare [][]lin, tran
 		l := lin{res: 1}
 		addScaled(l, resident[g], -1)
 		row(fmt.Sprintf("resident_%d", g), 0, 0, l)
-		heldTo := -1
+		heldTo, unitTo := -1, -1
 		for k := 0; k < K; k++ {
 			heldTo = running("heldto", k, heldTo, held[k])
 			l := lin{heldTo: 1, gradFrom[k]: 1, res: 1}
+			if e.recomputed(k) {
+				// The recomputed unit's activations up to block k, alive
+				// while its backward runs (peakMemory).
+				if e.unitStart(k) {
+					unitTo = -1
+				}
+				unitTo = running("unitto", k, unitTo, inflight[k])
+				l.add(unitTo, 1)
+			}
 			addScaled(l, heldGrad[k], 1)
 			addScaled(l, transient[k], 1)
 			row(fmt.Sprintf("memory_%d_%d", g, k), -inf, capacity, l)
@@ -548,4 +580,14 @@ func addScaled(dst, src lin, f float64) {
 	for c, v := range src {
 		dst.add(c, f*v)
 	}
+}
+
+// innerCount is the count of class in a block's inner tensors (sorted by
+// class), 0 when it has none.
+func innerCount(inner []classCount, class int) int {
+	i, ok := slices.BinarySearchFunc(inner, class, func(c classCount, t int) int { return c.class - t })
+	if !ok {
+		return 0
+	}
+	return inner[i].n
 }

@@ -119,6 +119,12 @@ type block struct {
 	// the block by an op other than its first, the op instances per class
 	// the block runs before the latest such reader (R_b's candidates).
 	ahead []aheadOf
+	// inner counts, in a recomputed block, the tensor instances of
+	// tensors that its unit makes (a leaf's copies, the activations of
+	// the unit's own ops): recomputed, they are held only while the
+	// unit's backward runs. The others of tensors (the unit's input)
+	// are kept from forward.
+	inner []classCount
 }
 
 // aheadOf is the forward compute ahead of an activation's reader in a
@@ -142,7 +148,7 @@ const aheadNegligible = 1e-9
 type classCount struct{ class, n int }
 
 // buildBlocks cuts g's ops into blocks at each parameter's first consumer.
-func (e *Encoding) buildBlocks() {
+func (e *Encoding) buildBlocks() error {
 	g := e.G
 	first := make([]int, len(g.Tensors)) // first consuming op, −1 if none
 	for i := range first {
@@ -208,8 +214,33 @@ func (e *Encoding) buildBlocks() {
 		sofar[e.classOf[i]]++
 	}
 	e.blocks = make([]block, b+1)
+	if err := e.setRecompute(); err != nil {
+		return err
+	}
+	if e.unitOfBlock != nil {
+		inner := make([]map[int]int, b+1)
+		for i := range g.Tensors {
+			if first[i] < 0 {
+				continue
+			}
+			k := blockOf[first[i]]
+			u := e.unitOfBlock[k]
+			if u < 0 {
+				continue
+			}
+			if prod := g.Tensors[i].Producer; prod == ir.NoOp || e.unitOfBlock[blockOf[prod]] == u {
+				if inner[k] == nil {
+					inner[k] = map[int]int{}
+				}
+				inner[k][e.tclassOf[i]]++
+			}
+		}
+		for k := range e.blocks {
+			e.blocks[k].inner = counts(inner[k])
+		}
+	}
 	for k := range e.blocks {
-		e.blocks[k] = block{first: firsts[k], ops: counts(ops[k]), tensors: counts(tensors[k])}
+		e.blocks[k].first, e.blocks[k].ops, e.blocks[k].tensors = firsts[k], counts(ops[k]), counts(tensors[k])
 		for _, t := range slices.Sorted(maps.Keys(ahead[k])) {
 			ah := aheadOf{class: t, ops: counts(ahead[k][t])}
 			for _, oc := range ah.ops {
@@ -225,6 +256,7 @@ func (e *Encoding) buildBlocks() {
 	e.terms = e.listTerms()
 	e.flat = e.flatTerms()
 	e.memFlat = e.memoryTerms()
+	return nil
 }
 
 // findSpread lists the leaf classes read in more than one block whose
@@ -384,6 +416,9 @@ func (e *Encoding) listTerms() []term {
 		terms = append(terms, term{k, b, a, class, n})
 	}
 	for k, bl := range e.blocks {
+		if e.recomputed(k) {
+			e.recomputeTerms(k, visit)
+		}
 		visit(k, bucketW, atomW, bl.first, 1)
 		for _, oc := range bl.ops {
 			visit(k, bucketFc, atomFwd, oc.class, float64(oc.n))

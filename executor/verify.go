@@ -171,9 +171,9 @@ func lowerAll(fwd *ir.Graph, p *spmd.Program, opt Options) ([]*rank, error) {
 		if err != nil {
 			return nil, err
 		}
-		step, err := ir.BuildTrainStep(loc.Graph, opt.Optimizer)
+		step, err := lower.TrainStep(loc, p, opt.Optimizer)
 		if err != nil {
-			return nil, fmt.Errorf("device %d: %w", r, err)
+			return nil, err
 		}
 		rk := &rank{local: loc, step: step, param: map[ir.TensorID]ir.ParamSlot{}}
 		byLocal := map[ir.TensorID]ir.ParamSlot{}

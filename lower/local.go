@@ -25,6 +25,11 @@ type Local struct {
 	// program) and Placement its placement on both axes.
 	Layout    []spmd.Layout
 	Placement []spmd.Placement
+	// Origin is, per local op, the original forward op it was emitted
+	// for: a compute's own op, and for a layout change or a parameter's
+	// replicate op the consumer it is made for (the next compute). It is
+	// how lowering finds a recompute unit's local ops (recompute.go).
+	Origin []ir.OpID
 }
 
 // BuildLocal lowers program p of forward graph g for device rank (the
@@ -57,10 +62,8 @@ func TrainSteps(g *ir.Graph, p *spmd.Program, opt ir.Optimizer) ([]*ir.Graph, er
 		if err != nil {
 			return err
 		}
-		if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
-			return fmt.Errorf("device %d: %w", r, err)
-		}
-		return nil
+		steps[r], err = TrainStep(loc, p, opt)
+		return err
 	}); err != nil {
 		return nil, err
 	}
@@ -97,10 +100,8 @@ func CostSteps(g *ir.Graph, p *spmd.Program, opt ir.Optimizer) ([]*ir.Graph, err
 		if err != nil {
 			return err
 		}
-		if steps[r], err = ir.BuildTrainStep(loc.Graph, opt); err != nil {
-			return fmt.Errorf("device %d: %w", r, err)
-		}
-		return nil
+		steps[r], err = TrainStep(loc, p, opt)
+		return err
 	}
 	if err := eachDevice(len(class), func(r int) error {
 		if class[r] != r {
@@ -242,6 +243,24 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 		_, s := p.Piece(pl, shape, rank)
 		return s
 	}
+	// nextCompute[i] is the op of the first compute instruction at or
+	// after i: what a layout change at i is made for.
+	nextCompute := make([]ir.OpID, len(p.Instrs))
+	cur := ir.NoOp
+	for i := len(p.Instrs) - 1; i >= 0; i-- {
+		if p.Instrs[i].Kind == spmd.Compute {
+			cur = p.Instrs[i].Op
+		}
+		nextCompute[i] = cur
+	}
+	origin := map[ir.TensorID]ir.OpID{} // local tensor → the op its producer is for
+	emit := func(kind ir.OpKind, a ir.Attrs, in ...ir.TensorID) []ir.TensorID {
+		outs := b.Emit(kind, a, in...)
+		for _, o := range outs {
+			origin[o] = cur
+		}
+		return outs
+	}
 	replicate := map[ir.TensorID][]ir.Attrs{}
 	for _, lf := range p.Leaves {
 		t := &g.Tensors[lf.Tensor]
@@ -275,7 +294,7 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 			delete(replicate, t)
 			restore := b.Scope(g.Tensors[t].Name)
 			for _, a := range as {
-				vals[t][pl] = b.Emit(ir.OpReplicate, a, vals[t][pl])[0]
+				vals[t][pl] = emit(ir.OpReplicate, a, vals[t][pl])[0]
 			}
 			restore()
 		}
@@ -287,6 +306,7 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 	// backward, the all-reduce nothing (encode's timeline prices it so).
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
+		cur = nextCompute[i]
 		if i == 0 || p.Instrs[i-1].Kind == spmd.Compute {
 			j := i
 			for j < len(p.Instrs) && p.Instrs[j].Kind == spmd.Comm {
@@ -305,7 +325,7 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 			from, to := p.FromTo(i)
 			a := commAttrs(p, in, t.Shape, local(to, t.Shape), rank)
 			restore := b.Scope(t.Name + ".comm")
-			v := b.Emit(in.Collective, a, get(in.Tensor, from))[0]
+			v := emit(in.Collective, a, get(in.Tensor, from))[0]
 			restore()
 			if err := b.Err(); err != nil {
 				return nil, fmt.Errorf("lowering %s for device %d: %w", p.Describe(g, i), rank, err)
@@ -320,7 +340,7 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 		}
 		a := localAttrs(g, p, i, rank)
 		restore := b.Scope(op.Name)
-		outs := b.Emit(op.Kind, a, inputs...)
+		outs := emit(op.Kind, a, inputs...)
 		restore()
 		if err := b.Err(); err != nil {
 			return nil, fmt.Errorf("lowering %s for device %d: %w", p.Describe(g, i), rank, err)
@@ -343,6 +363,15 @@ func buildLocal(g *ir.Graph, p *spmd.Program, rank int) (*Local, error) {
 		return nil, fmt.Errorf("lowering %s for device %d: %w", g.Name, rank, err)
 	}
 	loc.Graph = lg
+	loc.Origin = make([]ir.OpID, len(lg.Ops))
+	for i := range lg.Ops {
+		loc.Origin[i] = ir.NoOp
+		if outs := lg.Ops[i].Outputs; len(outs) > 0 {
+			if o, ok := origin[outs[0]]; ok {
+				loc.Origin[i] = o
+			}
+		}
+	}
 	return loc, nil
 }
 

@@ -235,6 +235,13 @@ const minSubsetShare = 16
 // set's synthesis ends by its share: solve's graceFor), but for the
 // plan's lowering and simulation after its last set.
 func SynthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
+	return recomputeModes(in, opt, func(in *Inputs, opt SynthOptions) (*Plan, error) {
+		return synthesizeOnDevices(ctx, in, opt, search)
+	})
+}
+
+// synthesizeOnDevices is SynthesizeOnDevices with in.Recompute as it is.
+func synthesizeOnDevices(ctx context.Context, in *Inputs, opt SynthOptions, search DeviceSearch) (*Plan, error) {
 	if in.Use != nil {
 		return nil, fmt.Errorf("device search: inputs already narrowed to devices %v", in.Use)
 	}
@@ -665,7 +672,7 @@ func (s *deviceScreen) on(ctx context.Context, use []int) (*Inputs, solve.Ideal,
 		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
 	}
 	_, starts := handWritten(sub)
-	ideal, err := solve.IdealFor(ctx, s.in.Graph, m, solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, Starts: starts})
+	ideal, err := solve.IdealFor(ctx, s.in.Graph, m, solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, Starts: starts, Recompute: s.in.Recompute})
 	if err != nil {
 		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
 	}
@@ -702,7 +709,7 @@ func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthO
 	if err != nil {
 		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
 	}
-	so := solve.Options{Optimizer: s.in.Optimizer, MemoryFraction: s.fraction, NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices, AnyOrderBound: opt.AnyOrderBound}
+	so := solve.Options{Optimizer: s.in.Optimizer, Recompute: s.in.Recompute, MemoryFraction: s.fraction, NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices, AnyOrderBound: opt.AnyOrderBound}
 	if opt.TimeLimit > 0 {
 		so.TimeLimit = max(limit, time.Millisecond)
 	}

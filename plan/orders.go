@@ -110,7 +110,7 @@ func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, o
 	if f := pl.Solver.Options.RetriedFraction; f > 0 {
 		frac = f
 	}
-	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac,
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: frac, Recompute: in.Recompute,
 		NoTie: opt.Untie.Layers, NoGroup: opt.Untie.Devices})
 	if err != nil {
 		return nil, nil, nil, err

@@ -55,6 +55,10 @@ type Plan struct {
 	Mesh    *spmd.Mesh `json:"mesh,omitempty"`
 	Leaves  []LeafDoc  `json:"leaves"`
 	Program []InstrDoc `json:"program"`
+	// Recompute lists the layers whose activations backward recomputes
+	// rather than keeps (docs/planner.md, Recomputation); absent, every
+	// activation backward reads is kept from forward.
+	Recompute []RecomputeDoc `json:"recompute,omitempty"`
 	// CommOrder, when set, is the communication streams' issue order Z3
 	// searched for the program (hap plan --search-order); absent, the
 	// collectives are issued in the order lowering lists them.
@@ -270,6 +274,11 @@ type Inputs struct {
 	// the subset of its devices Use lists (OnDevices).
 	Cluster   *cluster.Cluster
 	Optimizer ir.Optimizer
+	// Recompute lists the units of activation recomputation
+	// (encode.RecomputeUnits of Graph) every program planned on these
+	// inputs recomputes: the encoding prices them so, and the hand-written
+	// and paper programs recompute them too (withRecompute). Empty: none.
+	Recompute []int
 	// Whole and Use, when Use is set, are the cluster ClusterSpec names
 	// and the devices of it that Cluster keeps (ClusterRef.Use).
 	Whole *cluster.Cluster
@@ -394,6 +403,13 @@ func buildDoc(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Pla
 		Ratios:  p.Segments,
 		Mesh:    p.Mesh,
 		Solver:  solver,
+	}
+	for _, ops := range p.Recompute {
+		d := RecomputeDoc{Unit: g.Ops[ops[0]].Name}
+		for _, op := range ops {
+			d.Ops = append(d.Ops, g.Ops[op].Name)
+		}
+		pl.Recompute = append(pl.Recompute, d)
 	}
 	mesh := p.Mesh != nil
 	for _, lf := range p.Leaves {
@@ -632,6 +648,17 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 		default:
 			return nil, nil, fmt.Errorf("program[%d]: kind %q, want compute or comm", i, d.Kind)
 		}
+	}
+	for i, d := range pl.Recompute {
+		var ops []ir.OpID
+		for _, name := range d.Ops {
+			id, ok := opByName[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("recompute[%d]: no op named %q in %s", i, name, g.Name)
+			}
+			ops = append(ops, id)
+		}
+		p.Recompute = append(p.Recompute, ops)
 	}
 	if err := spmd.Check(g, p); err != nil {
 		return nil, nil, err

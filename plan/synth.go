@@ -68,6 +68,9 @@ type SynthOptions struct {
 	// (solve.Options.BoundLPs): a higher proven bound where the LP mixes
 	// rules, at about the LP's time for each. The plan records it.
 	BoundLPs int
+	// Recompute says which layers recompute their activations in
+	// backward (RecomputeMode): "" or "none" plans in.Recompute as it is.
+	Recompute RecomputeMode
 	// bound is the transport LP's bound the device search's screen solved
 	// for these inputs (solve.Options.Bound), which the tied search then
 	// need not solve again.
@@ -157,6 +160,11 @@ const PaperShare = 30
 // Synthesize plans in.Graph on in.Cluster with the synthesizer and
 // returns the plan document.
 func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
+	return recomputeModes(in, opt, func(in *Inputs, opt SynthOptions) (*Plan, error) { return synthesize(ctx, in, opt) })
+}
+
+// synthesize is Synthesize with in.Recompute as it is.
+func synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
 	m, err := cost.New(in.Cluster, cost.Options{})
 	if err != nil {
 		return nil, err
@@ -215,12 +223,13 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 		}
 	}
 	if opt.Paper != nil {
+		opt.Paper = in.withRecompute(opt.Paper)
 		baselines["hap-paper"] = opt.Paper
 		starts = append(starts, opt.Paper)
 	}
 	paperFound <- opt.Paper
 	solveAt := func(fraction float64, limit time.Duration) (*solve.Result, error) {
-		so := solve.Options{Optimizer: in.Optimizer, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
+		so := solve.Options{Optimizer: in.Optimizer, Recompute: in.Recompute, TimeLimit: limit, NodeLimit: nodes, Starts: starts, MemoryFraction: fraction,
 			Thorough: nodes > DefaultNodeLimit, AnyOrderBound: opt.AnyOrderBound, BoundLPs: opt.BoundLPs}
 		if opt.Progress != nil {
 			so.Progress = say
@@ -329,6 +338,7 @@ func handWritten(in *Inputs) (byName map[string]*spmd.Program, starts []*spmd.Pr
 	byName = map[string]*spmd.Program{}
 	for _, name := range strategy.Names() {
 		if p, err := strategy.Build(name, in.Graph, in.Cluster); err == nil {
+			p = in.withRecompute(p)
 			byName[name] = p
 			starts = append(starts, p)
 		}
@@ -589,7 +599,7 @@ func priced(e *encode.Encoding, p *spmd.Program) (float64, bool) {
 // over it.
 func simulateUnpriced(ctx context.Context, in *Inputs, m *cost.Model, memoryFraction float64, hand map[string]*spmd.Program, paper <-chan *spmd.Program, done map[string]*sim.Result) map[string]*sim.Result {
 	out := map[string]*sim.Result{}
-	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: memoryFraction})
+	e, err := encode.Encode(in.Graph, solve.CandidateSegments(in.Graph), m, encode.EncodeOptions{Optimizer: in.Optimizer, MemoryFraction: memoryFraction, Recompute: in.Recompute})
 	if err != nil {
 		return out
 	}

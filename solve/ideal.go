@@ -60,5 +60,5 @@ func (opt Options) encode(g *ir.Graph, m *cost.Model) (*encode.Encoding, error) 
 	if segs == nil {
 		segs = CandidateSegments(g)
 	}
-	return encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, MemoryFraction: opt.MemoryFraction})
+	return encode.Encode(g, segs, m, encode.EncodeOptions{Optimizer: opt.Optimizer, NoTie: opt.NoTie, NoGroup: opt.NoGroup, NoAllToAll: opt.NoAllToAll, MemoryFraction: opt.MemoryFraction, Recompute: opt.Recompute})
 }

@@ -19,6 +19,9 @@ import (
 // Options configure a synthesis.
 type Options struct {
 	Optimizer ir.Optimizer
+	// Recompute lists the units of recomputation (encode.RecomputeUnits)
+	// the encoding prices as recomputed (encode.EncodeOptions.Recompute).
+	Recompute []int
 	// NodeLimit bounds the branch-and-bound nodes of every MILP solve
 	// (and turns CBC's cut generation off, whose root passes dominate
 	// large models); the search then stops with the best plan found and

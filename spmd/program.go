@@ -79,6 +79,13 @@ type Program struct {
 	// were found for (devprog.Program.CollectiveDigest); lowering refuses
 	// the swaps for a program whose collectives differ.
 	CommDigest string
+	// Recompute lists the units of activation recomputation: each a set
+	// of forward ops (a layer) whose activations backward does not keep
+	// from forward. Lowering keeps only what the unit reads from outside
+	// it and runs the unit's forward again, its collectives included,
+	// just before the unit's backward (lower/recompute.go). Empty: every
+	// activation backward reads is kept, as without recomputation.
+	Recompute [][]ir.OpID
 }
 
 // SegmentsUsed reports, per segment of a 1-D program, whether some
@@ -271,6 +278,21 @@ func Check(g *ir.Graph, p *Program) error {
 		}
 		if sum != s.Units || s.Units < 1 {
 			return prog("segment %d %q lengths %v sum to %d, want %d units", i, s.Name, s.Lengths, sum, s.Units)
+		}
+	}
+	unitOf := map[ir.OpID]int{}
+	for u, ops := range p.Recompute {
+		if len(ops) == 0 {
+			return prog("recompute unit %d has no ops", u)
+		}
+		for _, op := range ops {
+			if op < 0 || int(op) >= len(g.Ops) {
+				return prog("recompute unit %d names op %d, which does not exist", u, op)
+			}
+			if v, ok := unitOf[op]; ok {
+				return prog("op %q is in recompute units %d and %d", g.Ops[op].Name, v, u)
+			}
+			unitOf[op] = u
 		}
 	}
 	avail := make([][]Placement, len(g.Tensors))

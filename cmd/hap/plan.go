@@ -41,6 +41,9 @@ type modelFlags struct {
 	// untie lifts the joint MILP's ties (plan.SynthOptions.Untie):
 	// "layers", "devices" or "all"; "" keeps them.
 	untie string
+	// recompute says which layers recompute their activations in
+	// backward (plan.SynthOptions.Recompute): auto, none or all.
+	recompute string
 	// anyOrderBound asks for a bound over every issue order
 	// (plan.SynthOptions.AnyOrderBound): plan --search-order.
 	anyOrderBound bool
@@ -74,6 +77,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.nodeLimit, "node-limit", 0, fmt.Sprintf("branch-and-bound nodes per MILP solve (default %d without --time-limit): a reproducible bound on the search; above %d, the joint MILP also runs root cuts and strong branching for a tighter proven bound", plan.DefaultNodeLimit, plan.DefaultNodeLimit))
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
+	fs.StringVar(&m.recompute, "recompute", string(plan.RecomputeAuto), "activation recomputation: auto (plan without it; only where no plan fits memory so, plan with the repeated layers, the other layers, or both recomputing, and keep the fastest that fits), none (keep every activation for backward), or all (every layer but the loss's keeps only its input and runs its forward again before its backward)")
 	fs.StringVar(&m.devices, "devices", "", "which devices the synthesizer may plan on, keeping the fastest plan: all (every device, as the HAP paper does); machines (also each kind of machine's first machine and one device of it: on a slow network a small batch can run faster on one GPU than on all); types (the default: also every machine of one GPU type, and the machines of the fastest types together, each a search at most as large as the whole cluster's); kinds (also every machine of one kind of machine, and the cluster less one kind). Each set is searched, the most promising first, only where its bounds (the ideal compute time, and the transport LP's, which counts communication) are below the best plan found; or a list of devices such as 0-3,8 to plan on exactly those (of each machine a prefix of its GPUs)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
@@ -112,6 +116,13 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 			return nil, usageErr("--%v", err)
 		}
 	}
+	if m.recompute == "" {
+		m.recompute = string(plan.RecomputeAuto)
+	}
+	recompute, err := plan.ParseRecompute(m.recompute)
+	if err != nil {
+		return nil, usageErr("--%v", err)
+	}
 	if m.strategy == "" {
 		ctx := context.Background()
 		if m.timeLimit > 0 {
@@ -135,7 +146,7 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.Build(in, p, m.strategy, plan.Solver{Status: "heuristic"})
+	return plan.Build(in, plan.RecomputeStrategy(in, recompute, p), m.strategy, plan.Solver{Status: "heuristic"})
 }
 
 // hardStopAfter is how long past --time-limit the command is stopped at
@@ -150,7 +161,8 @@ func hardStopAfter(limit time.Duration) time.Duration {
 // synthesize runs the synthesizer under ctx on the devices --devices asks.
 func (m *modelFlags) synthesize(ctx context.Context, in *plan.Inputs, untie plan.Untie) (*plan.Plan, error) {
 	opt := plan.SynthOptions{TimeLimit: m.timeLimit, NodeLimit: m.nodeLimit, Progress: m.progress,
-		WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs}
+		WallTime: m.recordTime || m.timeLimit > 0, MemoryFraction: m.memoryFraction, Untie: untie, AnyOrderBound: m.anyOrderBound, BoundLPs: m.boundLPs,
+		Recompute: plan.RecomputeMode(m.recompute)}
 	search := plan.DevicesTypes
 	if d := m.devices; d != "" && d[0] >= '0' && d[0] <= '9' {
 		// A list: plan on exactly those devices.
@@ -384,7 +396,7 @@ func runVerify(e *env, args []string) error {
 	if fs.NArg() == 1 {
 		// A plan file is made already: the flags that would make one
 		// would be ignored, so say so.
-		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction"} {
+		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction", "recompute"} {
 			if fs.Changed(name) {
 				return usageErr("--%s shapes the plan built from --model and --cluster; %s is made already", name, fs.Arg(0))
 			}
