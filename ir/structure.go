@@ -264,6 +264,12 @@ func appendAttrs(b []byte, a *Attrs) []byte {
 	b = floats(b, 'f', a.Rate, a.Eps, a.Scale, a.LR)
 	b = floats(b, 'b', a.Betas...)
 	b = append(append(b, 'e'), a.Equation...)
+	// Written only when set, so the signatures of graphs without them
+	// (every graph before these attributes existed) stay what they were.
+	if a.KeepDims || a.Value != 0 || a.Correction != 0 {
+		b = ints(b, 'k', flag(a.KeepDims), a.Correction)
+		b = floats(b, 'v', a.Value)
+	}
 	return append(append(append(b, 'm'), a.Method...), ';')
 }
 
