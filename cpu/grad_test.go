@@ -236,7 +236,7 @@ func checkGradients(t *testing.T, fwd *ir.Graph, seed uint64, maxElems int) {
 
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	covered := map[ir.OpKind]bool{}
-	for _, c := range gradCases {
+	for _, c := range append(append([]gradCase{}, gradCases...), arithGradCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			g := projectedLoss(t, c)
 			for i := range g.Ops {

@@ -18,9 +18,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 	case ir.OpMatMul:
 		return matmul(a, in[0], in[1], out[0])
 	case ir.OpAdd:
-		return zip(in[0], in[1], out[0], func(x, y F) F { return x + y })
+		return zipBroadcast(in[0], in[1], out[0], func(x, y F) F { return x + y })
 	case ir.OpMul:
-		return zip(in[0], in[1], out[0], func(x, y F) F { return x * y })
+		return zipBroadcast(in[0], in[1], out[0], func(x, y F) F { return x * y })
 	case ir.OpBias:
 		bias(a.Axes, in[0], in[1], out[0])
 	case ir.OpReLU:
@@ -156,6 +156,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 			return err
 		}
 		if ok, err := execBatchNorm(op, in, out); ok {
+			return err
+		}
+		if ok, err := execArith(op, in, out); ok {
 			return err
 		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)

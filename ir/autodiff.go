@@ -237,19 +237,6 @@ func gradMatMul(c *gradCtx, op *Op, dy []TensorID) []TensorID {
 	return dx
 }
 
-func gradAdd(_ *gradCtx, _ *Op, dy []TensorID) []TensorID { return []TensorID{dy[0], dy[0]} }
-
-func gradMul(c *gradCtx, op *Op, dy []TensorID) []TensorID {
-	dx := none(2)
-	if c.need(op.Inputs[0]) {
-		dx[0] = c.emit1(OpMul, Attrs{}, dy[0], op.Inputs[1])
-	}
-	if c.need(op.Inputs[1]) {
-		dx[1] = c.emit1(OpMul, Attrs{}, dy[0], op.Inputs[0])
-	}
-	return dx
-}
-
 // complement lists 0..rank−1 without axes.
 func complement(axes []int, rank int) []int {
 	var out []int

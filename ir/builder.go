@@ -244,10 +244,10 @@ func (b *Builder) MatMulT(x, w TensorID, transA, transB bool) TensorID {
 	return b.emit1(OpMatMul, Attrs{TransA: transA, TransB: transB}, x, w)
 }
 
-// Add is a+b (equal shapes).
+// Add is a+b, broadcast (arith.go).
 func (b *Builder) Add(x, y TensorID) TensorID { return b.emit1(OpAdd, Attrs{}, x, y) }
 
-// Mul is a*b (equal shapes).
+// Mul is a*b, broadcast (arith.go).
 func (b *Builder) Mul(x, y TensorID) TensorID { return b.emit1(OpMul, Attrs{}, x, y) }
 
 // Bias adds bias broadcast over all dims of x but axes (default: the last).

@@ -13,8 +13,8 @@ type OpKind string
 // Forward operators (differentiable unless noted).
 const (
 	OpMatMul            OpKind = "matmul"              // a[...,m,k]·b[...,k,n] or a·b[k,n]; TransA/TransB
-	OpAdd               OpKind = "add"                 // a+b, same shape
-	OpMul               OpKind = "mul"                 // a*b, same shape
+	OpAdd               OpKind = "add"                 // a+b, broadcast (arith.go)
+	OpMul               OpKind = "mul"                 // a*b, broadcast (arith.go)
 	OpBias              OpKind = "bias"                // x + b broadcast: b's dims are x's dims Axes
 	OpReLU              OpKind = "relu"                //
 	OpGELU              OpKind = "gelu"                // exact: x·Φ(x)
@@ -153,6 +153,7 @@ func Kinds() []OpKind {
 	ks = append(ks, llamaKinds()...)
 	ks = append(ks, poolKinds()...)
 	ks = append(ks, batchNormKinds()...)
+	ks = append(ks, arithKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -170,9 +171,9 @@ func lookup(k OpKind) (opDef, bool) {
 	case OpMatMul:
 		return opDef{2, inferMatMul, gradMatMul, workMatMul}, true
 	case OpAdd:
-		return opDef{2, inferSameShape, gradAdd, workEW(1, 3)}, true
+		return opDef{2, inferBroadcast, gradAddBroadcast, workBroadcast(1)}, true
 	case OpMul:
-		return opDef{2, inferSameShape, gradMul, workEW(1, 3)}, true
+		return opDef{2, inferBroadcast, gradMulBroadcast, workBroadcast(1)}, true
 	case OpBias:
 		return opDef{2, inferBias, gradBias, workEW(1, 2)}, true
 	case OpReLU:
@@ -276,7 +277,10 @@ func lookup(k OpKind) (opDef, bool) {
 	if d, ok := lookupBatchNorm(k); ok {
 		return d, true
 	}
-	return lookupLlama(k)
+	if d, ok := lookupLlama(k); ok {
+		return d, true
+	}
+	return lookupArith(k)
 }
 
 // ---- shape inference ----

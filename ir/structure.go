@@ -274,7 +274,13 @@ func appendAttrs(b []byte, a *Attrs) []byte {
 	if a.KVGroup != 0 {
 		// Only when set, so that every graph without grouped-query
 		// attention keeps the signatures it had.
-		b = ints(b, 'k', a.KVGroup)
+		b = ints(b, 'q', a.KVGroup)
+	}
+	// Written only when set, so the signatures of graphs without them
+	// (every graph before these attributes existed) stay what they were.
+	if a.KeepDims || a.Value != 0 || a.Correction != 0 {
+		b = ints(b, 'k', flag(a.KeepDims), a.Correction)
+		b = floats(b, 'v', a.Value)
 	}
 	return append(append(append(b, 'm'), a.Method...), ';')
 }

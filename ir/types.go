@@ -282,6 +282,10 @@ type Attrs struct {
 	Betas    []float64 `json:"betas,omitempty"`    // Adam β1, β2
 	Momentum float64   `json:"momentum,omitempty"` // batch norm running statistics
 
+	KeepDims   bool    `json:"keep_dims,omitempty"`  // mean, var, amax: reduced dims stay as size 1
+	Value      float64 `json:"value,omitempty"`      // the number of add_scalar, mul_scalar, pow_scalar (exponent), masked_fill
+	Correction int     `json:"correction,omitempty"` // var: divide by N − correction
+
 	// Per-device attributes, set only in the local programs lowering emits.
 	Offset  []int `json:"offset,omitempty"`  // dropout: this shard's position in Shape (the global shape); embedding: [first local vocabulary row]
 	Partial bool  `json:"partial,omitempty"` // embedding: the table is a vocabulary shard; ids outside it give zeros
