@@ -61,7 +61,7 @@ const (
 	// modelUsage is modelFlags' model and strategy flags.
 	modelUsage = "--model M --cluster C [--strategy S] [--batch N] [--experts E] [--optimizer adam|sgd]"
 	// searchUsage is modelFlags' flags that shape the synthesizer's search.
-	searchUsage = "[--node-limit N | --time-limit D] [--memory-fraction F] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST]"
+	searchUsage = "[--node-limit N | --time-limit D] [--memory-fraction F] [--recompute auto|none|all] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST]"
 	// inputUsage is inputFlags': where a plan's inputs are read from.
 	inputUsage = "[--model M] [--cluster C]"
 	// modelsExportUsage is hap models export's.

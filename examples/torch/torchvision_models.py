@@ -1,0 +1,40 @@
+"""torchvision's classifiers as issue 68 lists them, for `hap import`:
+
+    hap import examples/torch/torchvision_models.py:resnet18 -o resnet18.json
+
+ResNets and MobileNet at CIFAR shapes (32×32, 10 classes), ConvNeXt-Tiny
+and ViT-B/16 at their 224×224 ImageNet input. Each factory takes a batch;
+`hap import` calls it with the default. Nothing here is hap's: the modules
+are torchvision's own, in training mode (batch norm uses batch statistics
+and updates its running ones)."""
+import torch
+import torch.nn.functional as F
+import torchvision
+
+
+def _loss(m, images, labels):
+    return F.cross_entropy(m(images), labels, reduction="sum")
+
+
+def _make(m, batch, size, classes):
+    return m, (torch.randn(batch, 3, size, size), torch.randint(0, classes, (batch,))), _loss
+
+
+def resnet18(batch=2):
+    return _make(torchvision.models.resnet18(num_classes=10), batch, 32, 10)
+
+
+def resnet50(batch=2):
+    return _make(torchvision.models.resnet50(num_classes=10), batch, 32, 10)
+
+
+def mobilenet_v3_small(batch=2):
+    return _make(torchvision.models.mobilenet_v3_small(num_classes=10), batch, 32, 10)
+
+
+def convnext_tiny(batch=2):
+    return _make(torchvision.models.convnext_tiny(num_classes=1000), batch, 224, 1000)
+
+
+def vit_b_16(batch=2):
+    return _make(torchvision.models.vit_b_16(num_classes=1000), batch, 224, 1000)
