@@ -146,7 +146,7 @@ func Translate(d *Doc) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("importing %s: %w", d.Name, err)
 	}
-	g = selectsToSplit(g)
+	g = fuseRMSNorm(selectsToSplit(g))
 	if g, err = c.splitPacked(g); err != nil {
 		return nil, err
 	}

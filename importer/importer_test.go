@@ -28,6 +28,7 @@ var fixtures = []struct{ file, factory string }{
 	{"matmul_attention_select.aten.json", "matmul_attention.py:selected"},
 	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
 	{"llama_attention.aten.json", "llama.py:attention_block"},
+	{"llama_tiny.aten.json", "llama.py:tiny"},
 }
 
 func readFixture(t *testing.T, name string) []byte {

@@ -90,3 +90,27 @@ func TestRotaryPiecesOutsideThePattern(t *testing.T) {
 		t.Error("a broadcasting product outside a rotary embedding was not refused")
 	}
 }
+
+// The whole tiny LLaMA (examples/torch/llama.py:tiny) imports with each
+// RMSNorm, written out as x·rsqrt(mean(x²) + ε)·w, folded into one
+// rms_norm op reading x and its weight: two per layer and the final one,
+// and none of the pieces left.
+func TestImportLLaMARMSNorm(t *testing.T) {
+	g := importFixture(t, "llama_tiny.aten.json").Graph
+	got := kinds(g)
+	for k, n := range map[ir.OpKind]int{ir.OpRMSNorm: 5, ir.OpPowScalar: 0, ir.OpMean: 0, ir.OpRsqrt: 0, ir.OpFillLike: 0, ir.OpRotary: 4, ir.OpAttention: 2, ir.OpSiLU: 2} {
+		if got[k] != n {
+			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
+		}
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Kind != ir.OpRMSNorm {
+			continue
+		}
+		w := g.Tensor(op.Inputs[1])
+		if op.Attrs.Eps != 1e-5 || w.Kind != ir.Param || !w.Shape.Equal(ir.Shape{16}) {
+			t.Errorf("rms_norm %s: eps %g, weight %s %q %v; want 1e-5 and a [16] parameter", op.Name, op.Attrs.Eps, w.Kind, w.Name, w.Shape)
+		}
+	}
+}

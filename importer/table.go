@@ -36,6 +36,8 @@ func Table() []Entry {
 		{"aten.add.Tensor", "`add` (equal shapes), `bias` (one operand broadcast), `add` of a `fill_like` (a number)", add},
 		{"aten.addmm.default", "`matmul` (`trans_b` when the weight is `t`'s) and `bias`: a linear layer", addmm},
 		{"aten.alias.default", "nothing", identity},
+		{"aten.amax.default", "`amax` (keep-dims as torch says)", amaxOp},
+		{"aten.as_strided.default", "nothing when it restrides size-1 dims only (a memory-format change); refused otherwise", asStrided},
 		{"aten.avg_pool2d.default", "`avg_pool2d` (square; padding counted, as `count_include_pad`; no ceil mode)", avgPool},
 		{"aten.bernoulli_.float", "part of dropout (with `empty_like`, `div_` by the keep probability and `mul`)", bernoulli},
 		{"aten.bmm.default", "`matmul`; q·kᵀ, scaled, softmaxed, times v: `attention` with the scale folded in", bmm},
@@ -45,31 +47,36 @@ func Table() []Entry {
 		{"aten.cudnn_batch_norm.default", "as `native_batch_norm` (on a GPU)", batchNorm},
 		{"aten.detach.default", "nothing", identity},
 		{"aten.div.Scalar", "a scale (folded into attention or a dropout mask, else `mul` by a `fill_like`)", div},
-		{"aten.div.Tensor", "as `div.Scalar` when the divisor is a number; refused for two tensors", div},
+		{"aten.div.Tensor", "as `div.Scalar` when the divisor is a number; else `div` (operands broadcast)", div},
 		{"aten.dropout.default", "`dropout` (nothing when not training)", dropoutOp},
 		{"aten.embedding.default", "`embedding`", embedding},
 		{"aten.empty_like.default", "part of dropout (the mask `bernoulli_` fills)", emptyLike},
+		{"aten.exp.default", "`exp`", unary(ir.OpExp)},
 		{"aten.expand.default", "`reshape` when it only adds size-1 dims; a broadcast an `add` may take as `bias`", expand},
 		{"aten.flatten.using_ints", "`reshape`", reshape},
 		{"aten.gelu.default", "`gelu` (exact only)", gelu},
 		{"aten.hardsigmoid.default", "`hardsigmoid`", unary(ir.OpHardSigmoid)},
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},
 		{"aten.lift_fresh_copy.default", "nothing", identity},
+		{"aten.log.default", "`log`", unary(ir.OpLog)},
 		{"aten.max_pool2d.default", "`max_pool2d` (square, padding up to half the kernel, no dilation)", maxPool},
 		{"aten.max_pool2d_with_indices.default", "`max_pool2d` (the indices are not imported)", maxPool},
 		{"aten.mean.default", "`reduce_sum` over every dim, scaled", mean},
-		{"aten.mean.dim", "`adaptive_avg_pool2d` to 1×1 over H, W of an NCHW tensor; else `reduce_sum`, scaled", mean},
+		{"aten.mean.dim", "`adaptive_avg_pool2d` to 1×1 over H, W of an NCHW tensor; else `mean` (keep-dims as torch says); in RMSNorm's x·rsqrt(mean(x²) + ε)·w, part of `rms_norm`", mean},
 		{"aten.mm.default", "`matmul` (`trans_a`/`trans_b` for `t` operands)", mm},
 		{"aten.mul.Scalar", "a scale, as `div.Scalar`", mul},
-		{"aten.mul.Tensor", "`mul` (equal shapes); by a dropout mask, `dropout`; by a number, a scale", mul},
+		{"aten.mul.Tensor", "`mul` (operands broadcast; an expand feeding it is dropped); by a dropout mask, `dropout`; by a number, a scale", mul},
 		{"aten.native_batch_norm.default", "training mode: `reduce_sum`s of x and x·x over all but the channels, `batch_norm`, and `batch_norm_running` updating the running mean and variance (state); the saved statistics are not imported", batchNorm},
 		{"aten.native_dropout.default", "`dropout` (the mask is not imported)", nativeDropout},
-		{"aten.native_layer_norm.default", "`layer_norm` over the last dim (mean and rstd are not imported)", layerNorm},
+		{"aten.native_layer_norm.default", "`layer_norm` over the last dim; without weight and bias, `layer_norm_bare` (mean and rstd are not imported)", layerNorm},
 		{"aten.neg.default", "a scale by −1; in rotate_half (cat(−x2, x1)) part of `rotary`", neg},
 		{"aten.nll_loss_forward.default", "`nll_loss`; after `_log_softmax`, `cross_entropy` (reduction sum, no class weights)", nllLoss},
 		{"aten.permute.default", "`permute` (composed with neighbouring permutes; folded into matmuls)", permuteOp},
+		{"aten.pow.Tensor_Scalar", "`pow_scalar`; squared inside RMSNorm, part of `rms_norm`", powScalar},
+		{"aten.reciprocal.default", "`reciprocal`", unary(ir.OpReciprocal)},
 		{"aten.relu.default", "`relu`", unary(ir.OpReLU)},
 		{"aten.reshape.default", "`reshape`", reshape},
+		{"aten.rsqrt.default", "`rsqrt`; inside RMSNorm, part of `rms_norm`", unary(ir.OpRsqrt)},
 		{"aten.scaled_dot_product_attention.default", "`attention` (no mask; dropout dropped)", sdpa},
 		{"aten.select.int", "`slice` of one index and `reshape`", selectOp},
 		{"aten.sigmoid.default", "`sigmoid`", unary(ir.OpSigmoid)},
@@ -77,6 +84,7 @@ func Table() []Entry {
 		{"aten.slice.Tensor", "`slice` (step 1; nothing when it keeps the whole dim)", sliceOp},
 		{"aten.split.Tensor", "`split`", split},
 		{"aten.split_with_sizes.default", "`split`", split},
+		{"aten.sqrt.default", "`sqrt`", unary(ir.OpSqrt)},
 		{"aten.squeeze.default", "`reshape`", reshape},
 		{"aten.squeeze.dim", "`reshape`", reshape},
 		{"aten.sub.Tensor", "`add` of the operand times −1", sub},
@@ -88,6 +96,8 @@ func Table() []Entry {
 		{"aten.unbind.int", "`split` and `reshape`s", unbind},
 		{"aten.unflatten.int", "`reshape`", reshape},
 		{"aten.unsqueeze.default", "`reshape`", reshape},
+		{"aten.var.correction", "`var` (correction as torch says, default 1)", varOp},
+		{"aten.var.dim", "`var` (unbiased: correction 1, else 0)", varOp},
 		{"aten.view.default", "`reshape` (nothing when the shape stays)", reshape},
 		{"hap.einsum.default", "`einsum` (two operands: `torch.einsum` while `hap_torch` traces)", einsumOp},
 		{"hap.top2_gate.default", "`top2_gate` (`hap_torch.top2_gate`, GShard's top-2 gate)", top2GateOp},
@@ -417,9 +427,19 @@ func cat(c *conv, n *Node) ([]*val, error) {
 			}
 		}
 	}
-	for _, v := range parts {
+	d, err := intArg(n, 1, "dim", 0)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range parts {
 		if len(v.spec.Shape) == 1 && v.spec.Shape[0] == 0 {
 			continue // torch.cat skips empty 1-D tensors
+		}
+		if v.kind == lzBroadcast && v.id == ir.NoTensor {
+			// ViT's class token expanded over the batch.
+			if v, err = c.expandBeside(v, parts, d); err != nil {
+				return nil, fmt.Errorf("tensor %d: %w", i, err)
+			}
 		}
 		if first == nil {
 			first = v
@@ -432,10 +452,6 @@ func cat(c *conv, n *Node) ([]*val, error) {
 	}
 	if len(ids) == 1 {
 		return one(first), nil
-	}
-	d, err := intArg(n, 1, "dim", 0)
-	if err != nil {
-		return nil, err
 	}
 	if d, err = normDim(d, len(first.spec.Shape)); err != nil {
 		return nil, err
@@ -648,7 +664,13 @@ func (c *conv) addBroadcast(a, b *val, out []int) (*val, error) {
 		a, b = b, a
 	}
 	if !ir.Shape(a.spec.Shape).Equal(out) {
-		return nil, fmt.Errorf("adds %v and %v, both broadcast to %v; hap's add needs one operand of the result's shape", a.spec.Shape, b.spec.Shape, out)
+		// Neither operand has the result's shape ([N, 1] + [1, M]): the
+		// broadcasting add.
+		vs, err := c.broadcastBinary(ir.OpAdd, a, b)
+		if err != nil {
+			return nil, err
+		}
+		return vs[0], nil
 	}
 	x, err := c.mat(a)
 	if err != nil {
@@ -784,7 +806,7 @@ func mul(c *conv, n *Node) ([]*val, error) {
 		if t, ok := tableProduct(a, b); ok {
 			return one(t), nil
 		}
-		return nil, fmt.Errorf("multiplies %v by %v; hap's mul needs equal shapes", a.spec.Shape, b.spec.Shape)
+		return c.broadcastBinary(ir.OpMul, a, b)
 	}
 	x, err := c.mat(a)
 	if err != nil {
@@ -813,7 +835,11 @@ func div(c *conv, n *Node) ([]*val, error) {
 	}
 	s, ok := c.number(arg(n, 1, "other"))
 	if !ok {
-		return nil, errors.New("divides by a tensor; hap imports division by numbers only")
+		b, err := c.in(n, 1, "other")
+		if err != nil {
+			return nil, err
+		}
+		return c.broadcastBinary(ir.OpDiv, a, b)
 	}
 	if s == 0 {
 		return nil, errors.New("divides by zero")
@@ -883,8 +909,16 @@ func layerNorm(c *conv, n *Node) ([]*val, error) {
 	if len(ns) != 1 || r == 0 || ns[0] != v.spec.Shape[r-1] {
 		return nil, fmt.Errorf("layer norm over %v of %v; hap's is over the last dim", ns, v.spec.Shape)
 	}
+	stat := func(s string) *val { return &val{id: ir.NoTensor, kind: lzNone2, what: "layer norm's " + s} }
+	if arg(n, 2, "weight") == nil && arg(n, 3, "bias") == nil {
+		eps, ok := c.number(arg(n, 4, "eps"))
+		if !ok {
+			return nil, fmt.Errorf("eps is %s; want a number", show(arg(n, 4, "eps")))
+		}
+		return []*val{plain(c.b.LayerNormBare(x, eps)), stat("mean"), stat("rstd")}, nil
+	}
 	if arg(n, 2, "weight") == nil || arg(n, 3, "bias") == nil {
-		return nil, errors.New("layer norm without weight or bias (elementwise_affine=False); hap's has both")
+		return nil, errors.New("layer norm with only one of weight and bias; hap's has both or neither")
 	}
 	g, _, err := c.inMat(n, 2, "weight")
 	if err != nil {
@@ -899,7 +933,6 @@ func layerNorm(c *conv, n *Node) ([]*val, error) {
 		return nil, fmt.Errorf("eps is %s; want a number", show(arg(n, 4, "eps")))
 	}
 	y := c.emit(ir.OpLayerNorm, ir.Attrs{Eps: eps}, x, g, b)
-	stat := func(s string) *val { return &val{id: ir.NoTensor, kind: lzNone2, what: "layer norm's " + s} }
 	return []*val{y, stat("mean"), stat("rstd")}, nil
 }
 
@@ -1137,6 +1170,9 @@ func mean(c *conv, n *Node) ([]*val, error) {
 			r, err := c.reshapeTo(y, out)
 			return one(r), err
 		}
+	}
+	if n.Op == "aten.mean.dim" {
+		return meanDims(c, n)
 	}
 	r, _, count, err := c.reduce(n)
 	if err != nil {

@@ -33,8 +33,29 @@ def mobilenet_v3_small(batch=2):
 
 
 def convnext_tiny(batch=2):
-    return _make(torchvision.models.convnext_tiny(num_classes=1000), batch, 224, 1000)
+    # Stochastic depth off: torchvision's drops whole samples' residual
+    # branches at random (a bernoulli of [N, 1, 1, 1]), which hap's dropout,
+    # elementwise, is not; hap refuses it naming the module.
+    return _make(torchvision.models.convnext_tiny(num_classes=1000, stochastic_depth_prob=0.0), batch, 224, 1000)
 
 
 def vit_b_16(batch=2):
     return _make(torchvision.models.vit_b_16(num_classes=1000), batch, 224, 1000)
+
+
+# Small versions for the reference check (hap's float64 CPU step against
+# PyTorch's): the same torchvision classes, at CIFAR shapes or narrow.
+
+
+def convnext_tiny_cifar(batch=2):
+    # ConvNeXt-Tiny's full width and depth; 32×32 pools to 1×1 after its
+    # four downsamplings (4, 2, 2, 2).
+    return _make(torchvision.models.convnext_tiny(num_classes=10, stochastic_depth_prob=0.0), batch, 32, 10)
+
+
+def vit_narrow(batch=2):
+    # torchvision's VisionTransformer at 32×32 with 8×8 patches (16 and a
+    # class token), 2 layers of width 16.
+    m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                             hidden_dim=16, mlp_dim=32, num_classes=10)
+    return _make(m, batch, 32, 10)

@@ -186,3 +186,63 @@ def llama_attention():
 def rotary_gqa():
     """Rotary and grouped-query attention (4 on 1 key/value head), no mask."""
     return _LlamaNet(kv=1, mask=False), (torch.randn(3, 6, 16), torch.randint(0, 3, (3,))), _loss
+
+
+class _Arith(nn.Module):
+    """The arithmetic of today's models between two linear layers: a
+    squeeze-and-excitation scale broadcast over a feature map, a layer
+    scale, division by a tensor, exp, log, sqrt, reciprocal, powers,
+    var and amax with and without keep-dims, a mean over a middle dim, a
+    layer norm without affine parameters and an RMSNorm written out."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.inp = nn.Linear(6, 4 * d)
+        self.se = nn.Linear(d, d)
+        self.scale = nn.Parameter(torch.rand(d, 1) + 0.5)
+        self.rms = nn.Parameter(torch.rand(d) + 0.5)
+        self.bare = nn.LayerNorm(d, elementwise_affine=False)
+        self.out = nn.Linear(3 * d + 4, 3)
+
+    def forward(self, x):
+        n, d = x.shape[0], self.se.in_features
+        h = self.inp(x).view(n, d, 4)                        # [N, C, L]
+        gate = torch.sigmoid(self.se(h.mean(-1)))            # [N, C]
+        h = h * gate.unsqueeze(-1) * self.scale              # SE scale, layer scale
+        pos = torch.exp(h) + 1.0
+        h = h / pos.sqrt() + torch.log(pos) * pos.reciprocal() - h.pow(3) * 0.1
+        v = h.var(-1)                                        # [N, C]
+        m = h.amax(dim=(1, 2))                               # [N]
+        w = h.var(1, unbiased=False, keepdim=True).squeeze(1)  # [N, L]
+        t = h.transpose(1, 2)                                # [N, L, C]
+        r = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * self.rms
+        b = self.bare(t).mean(1)                             # [N, C]
+        y = torch.cat([v / (1.0 + m.unsqueeze(-1)), r.mean(1), b, w], dim=-1)
+        return self.out(y)
+
+
+def arith():
+    return _Arith(), (torch.randn(5, 6), torch.randint(0, 3, (5,))), _loss
+
+
+class _ClassToken(nn.Module):
+    """ViT's front: a patch convolution, a class token expanded over the
+    batch and put before the patches, a position embedding, and the
+    class token's output to the head."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, d))
+        self.pos = nn.Parameter(torch.randn(1, 5, d))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, x):
+        p = self.patch(x).flatten(2).transpose(1, 2)         # [N, 4, d]
+        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), p], dim=1) + self.pos
+        return self.head(self.ln(torch.relu(h))[:, 0])
+
+
+def class_token():
+    return _ClassToken(), (torch.randn(3, 3, 8, 8), torch.randint(0, 3, (3,))), _loss
