@@ -95,7 +95,11 @@ func (d *Diff) finish() {
 	for _, e := range d.entries {
 		d.MaxAbs = math.Max(d.MaxAbs, e.worst)
 		rel := 0.0
-		if e.worst > 0 {
+		if math.IsNaN(e.worst) {
+			// math.Max passes a NaN on, and NaN > 0 is false: without
+			// this a NaN anywhere would read as no error at all.
+			rel = math.Inf(1)
+		} else if e.worst > 0 {
 			rel = e.worst / math.Max(e.scale, math.Max(familyFloor*family, math.SmallestNonzeroFloat64))
 		}
 		if rel > d.MaxRel || d.Worst == "" {

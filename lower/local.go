@@ -411,8 +411,9 @@ func commAttrs(p *spmd.Program, in *spmd.Instr, shape, out ir.Shape, rank int) i
 
 // localAttrs adapts compute instruction i's op attributes to device rank's
 // shapes: reshape targets shrink to the local piece, dropout learns where
-// its piece sits (so its mask matches the unsharded op's), and a
-// vocabulary-sharded embedding learns its first row.
+// its piece sits (so its mask matches the unsharded op's), mean learns the
+// unsharded count it divides by, and a vocabulary-sharded embedding learns
+// its first row.
 func localAttrs(g *ir.Graph, p *spmd.Program, i, rank int) ir.Attrs {
 	in := &p.Instrs[i]
 	op := &g.Ops[in.Op]
@@ -424,6 +425,12 @@ func localAttrs(g *ir.Graph, p *spmd.Program, i, rank int) ir.Attrs {
 	case ir.OpDropout:
 		a.Shape = out.Clone()
 		a.Offset, _ = p.Piece(p.OutPlacement(i, 0), out, rank)
+	case ir.OpMean:
+		// A device's piece of a reduced dim (spmd's split-reduced) still
+		// divides by the unsharded count: the op records the unsharded
+		// input shape (ir.ReduceCount), and so does the gradient autodiff
+		// derives from it. Kept dims do not enter the count.
+		a.Shape = g.Tensors[op.Inputs[0]].Shape.Clone()
 	case ir.OpConv2D:
 		a.Groups = localGroups(g, p, i, rank, op)
 	case ir.OpEmbedding:

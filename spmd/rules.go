@@ -88,13 +88,6 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 		}
 	case ir.OpSoftmax, ir.OpLogSoftmax:
 		forDims(len(out[0])-1, func(d, s int) { add("split", []Layout{G(d, s)}, []Layout{G(d, s)}) })
-	case ir.OpAdd:
-		forDims(len(out[0]), func(d, s int) { add("split", []Layout{G(d, s), G(d, s)}, []Layout{G(d, s)}) })
-		add("partial", []Layout{R, R}, []Layout{R})
-	case ir.OpMul:
-		forDims(len(out[0]), func(d, s int) { add("split", []Layout{G(d, s), G(d, s)}, []Layout{G(d, s)}) })
-		add("partial-left", []Layout{R, I}, []Layout{R})
-		add("partial-right", []Layout{I, R}, []Layout{R})
 	case ir.OpBias:
 		forDims(len(out[0]), func(d, s int) {
 			for i, ax := range a.Axes {
@@ -219,6 +212,9 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 		// or experts would change which assignments fit, so those stay
 		// whole.
 		forDims(len(in[0])-2, func(d, s int) { add("split-groups", []Layout{G(d, s)}, []Layout{G(d, s), G(d, s)}) })
+	default:
+		// add, mul (which broadcast) and ir/arith.go's operators.
+		arithRules(op, in, out, add, segs)
 	}
 	return rules
 }
