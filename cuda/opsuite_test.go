@@ -437,6 +437,10 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 						v.Data[j] = F(rng.IntN(2))
 					}
 				}
+			case ir.OpAmax:
+				if i == 0 && len(v.Data) > 0 { // a NaN propagates to its output
+					v.Data[len(v.Data)/2] = F(math.NaN())
+				}
 			case ir.OpAmaxGrad:
 				if i == 0 { // few distinct values: ties
 					for j := range v.Data {
