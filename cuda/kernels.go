@@ -57,7 +57,8 @@ type KernelSig struct {
 	Params []ParamKind
 }
 
-// kernelSigs is the table of every kernel in kernelBody, actKernels, convKernels and bnKernels.
+// kernelSigs is the table of every kernel in kernelBody, actKernels, convKernels, bnKernels and
+// arithKernels.
 var kernelSigs = []KernelSig{
 	{"relu", []ParamKind{PConstT, PT, PI64}},
 	{"gelu", []ParamKind{PConstT, PT, PI64}},
@@ -122,6 +123,27 @@ var kernelSigs = []KernelSig{
 	{"top2_slots", []ParamKind{PI64Buf, PI64, PI64, PI64}},
 	{"top2_write", []ParamKind{PConstI64, PConstF64, PT, PT, PI64, PI64, PI64}},
 	{"top2_grad", []ParamKind{PConstT, PConstI64, PConstF64, PConstT, PT, PI64, PI64, PI64}},
+	{"sub", []ParamKind{PConstT, PConstT, PT, PI64}}, // arithKernels
+	{"div", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"broadcast", []ParamKind{PConstT, PConstT, PT, PI64, PI32, PValT, PI32, PDims, PDims, PDims}},
+	{"neg", []ParamKind{PConstT, PT, PI64}},
+	{"exp", []ParamKind{PConstT, PT, PI64}},
+	{"log", []ParamKind{PConstT, PT, PI64}},
+	{"sqrt", []ParamKind{PConstT, PT, PI64}},
+	{"rsqrt", []ParamKind{PConstT, PT, PI64}},
+	{"reciprocal", []ParamKind{PConstT, PT, PI64}},
+	{"pow_scalar", []ParamKind{PConstT, PT, PI64, PF64}},
+	{"add_scalar", []ParamKind{PConstT, PT, PI64, PValT}},
+	{"mul_scalar", []ParamKind{PConstT, PT, PI64, PValT}},
+	{"mean", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64, PF64}},
+	{"var", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64, PI64}},
+	{"amax", []ParamKind{PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
+	{"amax_grad", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI32, PDims, PDims, PI32, PDims, PDims, PI64}},
+	{"rms_norm", []ParamKind{PConstT, PConstT, PT, PI64, PI64, PF64}},
+	{"rms_norm_grad_dx", []ParamKind{PConstT, PConstT, PConstT, PT, PA, PI64, PI64, PF64}},
+	{"rms_norm_grad_w", []ParamKind{PConstT, PConstT, PConstA, PT, PI64, PI64, PI64, PI64}},
+	{"layer_norm_bare", []ParamKind{PConstT, PT, PI64, PI64, PF64}},
+	{"layer_norm_bare_grad", []ParamKind{PConstT, PConstT, PT, PI64, PI64, PF64}},
 }
 
 // KernelSigs returns the kernel table, sorted by name.
@@ -173,6 +195,7 @@ func KernelSource(dt ir.DType) string {
 	sb.WriteString(actKernels)
 	sb.WriteString(convKernels)
 	sb.WriteString(bnKernels)
+	sb.WriteString(arithKernels)
 	sb.WriteString("#undef K\n")
 	return sb.String()
 }

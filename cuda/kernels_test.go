@@ -75,7 +75,7 @@ var kernelDecl = regexp.MustCompile(`extern "C" __global__ void K\((\w+)\)\(([^)
 // call each kernel through a function pointer of the declared type.)
 func TestKernelSignatures(t *testing.T) {
 	defs := map[string][]string{}
-	for _, m := range kernelDecl.FindAllStringSubmatch(kernelBody+actKernels+convKernels+bnKernels, -1) {
+	for _, m := range kernelDecl.FindAllStringSubmatch(kernelBody+actKernels+convKernels+bnKernels+arithKernels, -1) {
 		name := m[1]
 		if _, dup := defs[name]; dup {
 			t.Errorf("kernel %s defined twice", name)

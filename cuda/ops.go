@@ -38,8 +38,8 @@ type Support struct {
 // support is the table; every ir kind must appear (a test checks it).
 var support = []Support{
 	{ir.OpMatMul, ViaCUBLAS, nil, "cublasGemmEx, or cublas[SD]gemmStridedBatched for batches; row-major via the transposed product"},
-	{ir.OpAdd, ViaKernel, []string{"add"}, ""},
-	{ir.OpMul, ViaKernel, []string{"mul"}, ""},
+	{ir.OpAdd, ViaKernel, []string{"add", "broadcast"}, "broadcast: other shapes, one thread per output, operands indexed by strides (0 along stretched dims)"},
+	{ir.OpMul, ViaKernel, []string{"mul", "broadcast"}, "broadcast: other shapes, one thread per output, operands indexed by strides (0 along stretched dims)"},
 	{ir.OpBias, ViaKernel, []string{"bias_last", "bias_axes"}, "bias_last when the bias lies along the last axis"},
 	{ir.OpReLU, ViaKernel, []string{"relu"}, ""},
 	{ir.OpGELU, ViaKernel, []string{"gelu"}, "exact (erf) GELU"},
@@ -103,6 +103,26 @@ var support = []Support{
 	{ir.OpAllToAll, ViaNCCL, nil, "nccl: grouped ncclSend/ncclRecv"},
 	{ir.OpDynamicSlice, ViaKernel, []string{"axis_copy"}, ""},
 	{ir.OpReplicate, ViaCopy, nil, ""},
+	{ir.OpSub, ViaKernel, []string{"sub", "broadcast"}, "broadcast: other shapes, one thread per output, operands indexed by strides (0 along stretched dims)"},
+	{ir.OpDiv, ViaKernel, []string{"div", "broadcast"}, "broadcast: other shapes, one thread per output, operands indexed by strides (0 along stretched dims)"},
+	{ir.OpNeg, ViaKernel, []string{"neg"}, ""},
+	{ir.OpExp, ViaKernel, []string{"exp"}, ""},
+	{ir.OpLog, ViaKernel, []string{"log"}, ""},
+	{ir.OpSqrt, ViaKernel, []string{"sqrt"}, ""},
+	{ir.OpRsqrt, ViaKernel, []string{"rsqrt"}, "1/sqrt, not the approximate rsqrt"},
+	{ir.OpReciprocal, ViaKernel, []string{"reciprocal"}, ""},
+	{ir.OpPowScalar, ViaKernel, []string{"pow_scalar"}, "integer exponents by repeated multiplication (ir.PowExact)"},
+	{ir.OpAddScalar, ViaKernel, []string{"add_scalar"}, ""},
+	{ir.OpMulScalar, ViaKernel, []string{"mul_scalar"}, ""},
+	{ir.OpMaskedFill, ViaKernel, []string{"broadcast"}, "the mask broadcast by strides"},
+	{ir.OpMean, ViaKernel, []string{"mean"}, "one thread per output, sums in double, divided by the unsharded count"},
+	{ir.OpVar, ViaKernel, []string{"var"}, "one thread per output, two passes in double"},
+	{ir.OpAmax, ViaKernel, []string{"amax"}, "one thread per output; NaN propagates"},
+	{ir.OpAmaxGrad, ViaKernel, []string{"amax_grad"}, "one thread per output writes its group: dy shared among the maxima"},
+	{ir.OpRMSNorm, ViaKernel, []string{"rms_norm"}, ""},
+	{ir.OpRMSNormGrad, ViaKernel, []string{"rms_norm_grad_dx", "rms_norm_grad_w"}, "row 1/rms through the workspace; dw split into row ranges as layer_norm_grad's"},
+	{ir.OpLayerNormBare, ViaKernel, []string{"layer_norm_bare"}, ""},
+	{ir.OpLayerNormBareGrad, ViaKernel, []string{"layer_norm_bare_grad"}, ""},
 }
 
 // OpSupport says how kind runs on CUDA; ok is false for a kind the table

@@ -262,6 +262,86 @@ var opCases = []opCase{
 		return b.Einsum("abc,cb->ab", prm(b, "x", 4, 3, 5), prm(b, "y", 5, 3))
 	}},
 	{"einsum/elementwise", func(b *ir.Builder) ir.TensorID { return b.Einsum("ij,ij->ij", prm(b, "x", 4, 5), prm(b, "y", 4, 5)) }},
+	// ir/arith.go: broadcasting binary ops (stretched size-1 dims, missing
+	// leading dims, on either side), unary maps, scalar forms, keep-dims
+	// reductions over one, several and all axes, and the bare norms.
+	{"add/broadcast", func(b *ir.Builder) ir.TensorID { return b.Add(prm(b, "a", 3, 1, 5), prm(b, "b", 4, 1)) }},
+	{"add/broadcast-bias", func(b *ir.Builder) ir.TensorID { return b.Add(prm(b, "a", 2, 3, 7), prm(b, "b", 7)) }},
+	{"add/broadcast-empty", func(b *ir.Builder) ir.TensorID { return b.Add(prm(b, "a", 0, 5), prm(b, "b", 1, 5)) }},
+	{"mul/broadcast", func(b *ir.Builder) ir.TensorID { return b.Mul(prm(b, "a", 5, 1), prm(b, "b", 1, 6)) }},
+	{"mul/broadcast-inner", func(b *ir.Builder) ir.TensorID { return b.Mul(prm(b, "a", 2, 3, 4, 5), prm(b, "b", 3, 1, 1)) }},
+	{"sub", func(b *ir.Builder) ir.TensorID { return b.Sub(prm(b, "a", 5, 7), prm(b, "b", 5, 7)) }},
+	{"sub/broadcast", func(b *ir.Builder) ir.TensorID { return b.Sub(prm(b, "a", 4, 1), prm(b, "b", 3, 4, 5)) }},
+	{"sub/broadcast-both", func(b *ir.Builder) ir.TensorID { return b.Sub(prm(b, "a", 2, 1, 3), prm(b, "b", 2, 4, 1)) }},
+	{"div", func(b *ir.Builder) ir.TensorID { return b.Div(prm(b, "a", 5, 7), prm(b, "b", 5, 7)) }},
+	{"div/broadcast", func(b *ir.Builder) ir.TensorID { return b.Div(prm(b, "a", 3, 4, 5), prm(b, "b", 3, 1, 5)) }},
+	{"div/broadcast-scalar", func(b *ir.Builder) ir.TensorID { return b.Div(prm(b, "a"), prm(b, "b", 3, 4)) }},
+	{"masked_fill", func(b *ir.Builder) ir.TensorID { return b.MaskedFill(prm(b, "x", 5, 7), prm(b, "m", 5, 7), -1e9) }},
+	{"masked_fill/attention-mask", func(b *ir.Builder) ir.TensorID {
+		return b.MaskedFill(prm(b, "x", 2, 3, 4, 5), prm(b, "m", 4, 5), math.Inf(-1))
+	}},
+	{"masked_fill/middle", func(b *ir.Builder) ir.TensorID {
+		return b.MaskedFill(prm(b, "x", 2, 3, 4, 5), prm(b, "m", 2, 1, 4, 1), 0.25)
+	}},
+	{"neg", func(b *ir.Builder) ir.TensorID { return b.Neg(prm(b, "x", 5, 7)) }},
+	{"exp", func(b *ir.Builder) ir.TensorID { return b.Exp(prm(b, "x", 5, 7)) }},
+	{"log", func(b *ir.Builder) ir.TensorID { return b.Log(prm(b, "x", 5, 7)) }},
+	{"sqrt", func(b *ir.Builder) ir.TensorID { return b.Sqrt(prm(b, "x", 5, 7)) }},
+	{"rsqrt", func(b *ir.Builder) ir.TensorID { return b.Rsqrt(prm(b, "x", 5, 7)) }},
+	{"reciprocal", func(b *ir.Builder) ir.TensorID { return b.Reciprocal(prm(b, "x", 5, 7)) }},
+	{"pow_scalar/cube", func(b *ir.Builder) ir.TensorID { return b.PowScalar(prm(b, "x", 5, 7), 3) }},
+	{"pow_scalar/inverse-square", func(b *ir.Builder) ir.TensorID { return b.PowScalar(prm(b, "x", 5, 7), -2) }},
+	{"pow_scalar/zero", func(b *ir.Builder) ir.TensorID { return b.PowScalar(prm(b, "x", 5, 7), 0) }},
+	{"pow_scalar/fraction", func(b *ir.Builder) ir.TensorID { return b.PowScalar(prm(b, "x", 5, 7), 1.5) }},
+	{"add_scalar", func(b *ir.Builder) ir.TensorID { return b.AddScalar(prm(b, "x", 5, 7), 0.3) }},
+	{"mul_scalar", func(b *ir.Builder) ir.TensorID { return b.MulScalar(prm(b, "x", 5, 7), -1.7) }},
+	{"mean/last-keep", func(b *ir.Builder) ir.TensorID { return b.Mean(prm(b, "x", 3, 4, 37), true, 2) }},
+	{"mean/outer-inner", func(b *ir.Builder) ir.TensorID { return b.Mean(prm(b, "x", 3, 4, 5), false, 0, 2) }},
+	{"mean/middle-keep", func(b *ir.Builder) ir.TensorID { return b.Mean(prm(b, "x", 3, 4, 5), true, 1) }},
+	{"mean/all", func(b *ir.Builder) ir.TensorID { return b.Mean(prm(b, "x", 3, 4), false, 0, 1) }},
+	{"mean/shard", func(b *ir.Builder) ir.TensorID { // a shard of the reduced dim divides by the whole count
+		return b.Emit(ir.OpMean, ir.Attrs{Axes: []int{0, 2}, KeepDims: true, Shape: []int{6, 4, 10}}, prm(b, "x", 3, 4, 5))[0]
+	}},
+	{"var/unbiased-last", func(b *ir.Builder) ir.TensorID { return b.Var(prm(b, "x", 3, 4, 37), 1, true, 2) }},
+	{"var/population-outer-inner", func(b *ir.Builder) ir.TensorID { return b.Var(prm(b, "x", 3, 4, 5), 0, false, 0, 2) }},
+	{"var/all", func(b *ir.Builder) ir.TensorID { return b.Var(prm(b, "x", 3, 4), 1, false, 0, 1) }},
+	{"amax/last-keep", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 3, 4, 37), true, 2) }},
+	{"amax/outer-inner", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 3, 4, 5), false, 0, 2) }},
+	{"amax/middle", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 3, 4, 5), false, 1) }},
+	{"amax_grad/last-keep", amaxGradCase(true, []int{3, 4, 7}, 2)},
+	{"amax_grad/outer-inner", amaxGradCase(false, []int{3, 4, 5}, 0, 2)},
+	{"amax_grad/middle-keep", amaxGradCase(true, []int{3, 4, 5}, 1)},
+	{"amax_grad/all", amaxGradCase(false, []int{3, 4}, 0, 1)},
+	{"rms_norm", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(prm(b, "x", 5, 37), prm(b, "w", 37), 1e-6) }},
+	{"rms_norm/3d", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(prm(b, "x", 2, 3, 17), prm(b, "w", 17), 1e-5) }},
+	{"rms_norm_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpRMSNormGrad, ir.Attrs{Eps: 1e-6}, prm(b, "x", 5, 37), prm(b, "w", 37), prm(b, "dy", 5, 37))[0]
+	}},
+	{"rms_norm_grad/tall", func(b *ir.Builder) ir.TensorID { // dw split into row ranges
+		return b.Emit(ir.OpRMSNormGrad, ir.Attrs{Eps: 1e-6}, prm(b, "x", 75, 5), prm(b, "w", 5), prm(b, "dy", 75, 5))[0]
+	}},
+	{"rms_norm_grad/empty-rows", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpRMSNormGrad, ir.Attrs{Eps: 1e-6}, prm(b, "x", 0, 5), prm(b, "w", 5), prm(b, "dy", 0, 5))[0]
+	}},
+	{"layer_norm_bare", func(b *ir.Builder) ir.TensorID { return b.LayerNormBare(prm(b, "x", 5, 37), 1e-5) }},
+	{"layer_norm_bare/3d", func(b *ir.Builder) ir.TensorID { return b.LayerNormBare(prm(b, "x", 2, 3, 17), 1e-6) }},
+	{"layer_norm_bare_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpLayerNormBareGrad, ir.Attrs{Eps: 1e-5}, prm(b, "x", 5, 37), prm(b, "dy", 5, 37))[0]
+	}},
+	{"layer_norm_bare_grad/3d", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpLayerNormBareGrad, ir.Attrs{Eps: 1e-6}, prm(b, "x", 2, 3, 17), prm(b, "dy", 2, 3, 17))[0]
+	}},
+}
+
+// amaxGradCase is amax_grad over axes of x; feed gives x many ties and
+// y its true maxima.
+func amaxGradCase(keep bool, shape []int, axes ...int) func(b *ir.Builder) ir.TensorID {
+	return func(b *ir.Builder) ir.TensorID {
+		a := ir.Attrs{Axes: axes, KeepDims: keep}
+		x := prm(b, "x", shape...)
+		y := b.Emit(ir.OpAmax, a, x)[0]
+		return b.Emit(ir.OpAmaxGrad, a, x, prm(b, "y", b.Shape(y)...), prm(b, "dy", b.Shape(y)...))[0]
+	}
 }
 
 // emit2 emits a two-input same-shape op.
@@ -344,6 +424,30 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 					}
 				}
 			}
+			switch op.Kind {
+			case ir.OpLog, ir.OpSqrt, ir.OpRsqrt, ir.OpPowScalar:
+				if op.Kind != ir.OpPowScalar || op.Attrs.Value != math.Trunc(op.Attrs.Value) {
+					for j := range v.Data { // positive
+						v.Data[j] = F(math.Abs(float64(v.Data[j])) + 0.1)
+					}
+				}
+			case ir.OpMaskedFill:
+				if i == 1 { // a mask of zeros and ones
+					for j := range v.Data {
+						v.Data[j] = F(rng.IntN(2))
+					}
+				}
+			case ir.OpAmax:
+				if i == 0 && len(v.Data) > 0 { // a NaN propagates to its output
+					v.Data[len(v.Data)/2] = F(math.NaN())
+				}
+			case ir.OpAmaxGrad:
+				if i == 0 { // few distinct values: ties
+					for j := range v.Data {
+						v.Data[j] = F(math.Round(float64(v.Data[j])))
+					}
+				}
+			}
 			if op.Kind == ir.OpAdamUpdate && i == 3 {
 				for j := range v.Data { // v ≥ 0
 					v.Data[j] = F(math.Abs(float64(v.Data[j])))
@@ -354,6 +458,12 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 			}
 		}
 		ins = append(ins, v)
+	}
+	if op.Kind == ir.OpAmaxGrad { // y = amax(x), so the maxima match
+		fwd := ir.Op{Kind: ir.OpAmax, Attrs: op.Attrs}
+		if err := cpu.Exec(nil, &fwd, ins[:1], ins[1:2]); err != nil {
+			panic(err)
+		}
 	}
 	return ins
 }

@@ -270,9 +270,13 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 	switch op.Kind {
 	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		return unary(string(op.Kind))
-	case ir.OpReLUGrad, ir.OpGELUGrad, ir.OpSigmoidGrad, ir.OpTanhGrad, ir.OpAdd, ir.OpMul,
+	case ir.OpReLUGrad, ir.OpGELUGrad, ir.OpSigmoidGrad, ir.OpTanhGrad,
 		ir.OpSiLUGrad, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad:
 		return binary(string(op.Kind))
+	case ir.OpAdd, ir.OpMul, ir.OpSub, ir.OpDiv, ir.OpMaskedFill, ir.OpNeg, ir.OpExp, ir.OpLog, ir.OpSqrt,
+		ir.OpRsqrt, ir.OpReciprocal, ir.OpPowScalar, ir.OpAddScalar, ir.OpMulScalar, ir.OpMean, ir.OpVar,
+		ir.OpAmax, ir.OpAmaxGrad, ir.OpRMSNorm, ir.OpRMSNormGrad, ir.OpLayerNormBare, ir.OpLayerNormBareGrad:
+		return p.arith(op, ins, outs)
 	case ir.OpBias:
 		return p.bias(a, ins[0], ins[1], dt, n)
 	case ir.OpDropout:
