@@ -74,7 +74,7 @@ const (
 func commands() []command {
 	return []command{
 		{"models", "[--json]\n       hap models export " + modelsExportUsage + "   (a zoo model as graph JSON)", "list the model zoo, or export a model as graph JSON", runModels},
-		{"import", "FILE.py:FACTORY [-o FILE] [--python PATH] [--raw FILE] [--reference DIR]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY() returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
+		{"import", "FILE.py:FACTORY[:key=val,...] [-o FILE] [--python PATH] [--raw FILE] [--reference DIR]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY(key=val, ...) returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nValues are Python literals: examples/torch/llama.py:model:layers=4,batch=8.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--max-memory B] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers (also hap --version)", runVersion},
 		{"devices", "[--json]", "the GPU catalog", runDevices},

@@ -68,8 +68,16 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"testdata/torchref/ops.py:rotary_gqa", 10, 0},
 		{"testdata/torchref/ops.py:mobile", 10, 0}, // batch norm (one without affine), depthwise and grouped convs, hard activations
 		{"testdata/torchref/ops.py:swiglu", 7, 0},
-		{"matmul_attention.py:model", 20, 0},    // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2
-		{"matmul_attention.py:selected", 20, 0}, // the same, q, k and v picked by index as torch 2.x does
+		{"matmul_attention.py:model", 20, 0},           // per layer c_attn cut in three (6) and c_proj (2); layer norm 2, head 2
+		{"matmul_attention.py:selected", 20, 0},        // the same, q, k and v picked by index as torch 2.x does
+		{"testdata/torchref/ops.py:arith", 8, 0},       // broadcasting products and quotients, powers, roots, var, amax, written-out RMSNorm
+		{"testdata/torchref/ops.py:class_token", 8, 0}, // ViT's expanded class token
+		{"llama.py:tiny", 21, 0},                       // RMSNorm, SwiGLU, rotary, grouped-query attention, 2 layers
+		{"torchvision_models.py:mobilenet_v3_small", 142, 1},
+		{"torchvision_models.py:vit_narrow", 40, 0},
+		{"torchvision_models.py:resnet18", 62, 0},
+		{"torchvision_models.py:resnet50_check", 161, 0},
+		{"torchvision_models.py:convnext_tiny_cifar", 182, 0},
 	} {
 		t.Run(filepath.Base(c.factory), func(t *testing.T) {
 			graph, ref := importWithReference(t, py, c.factory)

@@ -5,7 +5,9 @@ up defensively. The only job here is recording; every decision about what an
 ATen op means is made by hap's Go importer (importer/table.go).
 """
 
+import ast
 import contextlib
+import functools
 import importlib.util
 import inspect
 import json
@@ -28,10 +30,33 @@ FORMAT = "hap.aten"
 VERSION = 1
 
 
+def _factory_args(spec, text):
+    """Reads FACTORY's keyword arguments, "key=value,key=value" with Python
+    literals for values (batch=64,seq=128), as the zoo's --model name:key=val."""
+    kw = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{spec!r}: argument {part!r}: want key=value")
+        try:
+            kw[key] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{spec!r}: argument {key}={value!r}: want a Python literal (a number, string, bool)") from None
+    return kw
+
+
 def _load_factory(spec):
-    if ":" not in spec:
+    """FILE.py:FACTORY or FILE.py:FACTORY:key=value,... → the factory (its
+    arguments bound) and the graph's name."""
+    i = spec.find(".py:")
+    if i < 0:
         raise ValueError(f"{spec!r}: want FILE.py:FACTORY")
-    path, name = spec.rsplit(":", 1)
+    path, name = spec[:i + 3], spec[i + 4:]
+    kw = {}
+    if ":" in name:
+        name, args = name.split(":", 1)
+        kw = _factory_args(spec, args)
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
@@ -42,6 +67,8 @@ def _load_factory(spec):
     fn = getattr(mod, name, None)
     if not callable(fn):
         raise AttributeError(f"{path} has no callable {name!r}")
+    if kw:
+        fn = functools.partial(fn, **kw)
     stem = os.path.splitext(os.path.basename(path))[0]
     return fn, stem if name == "model" else f"{stem}.{name}"
 
