@@ -97,23 +97,12 @@ func swiGLU(b *ir.Builder, c Config, x ir.TensorID) ir.TensorID {
 	return b.MatMul(b.Mul(gate, up), b.Param("w2", c.FFN, c.Hidden))
 }
 
-// silu is x·sigmoid(x), built from the ops the IR has on this branch;
-// swap for the silu op (issue 68, point 4) once it is on main.
-func silu(b *ir.Builder, x ir.TensorID) ir.TensorID { return b.Mul(x, b.Sigmoid(x)) }
+// silu is x·sigmoid(x), hap's silu op.
+func silu(b *ir.Builder, x ir.TensorID) ir.TensorID { return b.Emit(ir.OpSiLU, ir.Attrs{}, x)[0] }
 
-// rmsNorm is x·rsqrt(mean(x²) + ε)·w over the last dim, with gain w[d].
-// Built from the ops on this branch until rms_norm (issue 68, point 3)
-// lands: layer_norm over the row [x, −x] — its mean is 0 and its variance
-// mean(x²), so the first half normalised is x/√(mean(x²) + ε) — with gain
-// [w, w] and no shift, then the first half. It costs about twice an
-// rms_norm; swap it for the op when it exists.
+// rmsNorm is x·rsqrt(mean(x²) + ε)·w over the last dim, with gain w[d]:
+// hap's rms_norm op.
 func rmsNorm(b *ir.Builder, name string, x ir.TensorID, d int) ir.TensorID {
 	defer b.Scope(name)()
-	w := b.ParamInit("w", ir.InitOnes, d)
-	s := b.Shape(x)
-	neg := b.Mul(x, b.Emit(ir.OpFillLike, ir.Attrs{Scale: -1}, x)[0])
-	gain := b.Concat(0, w, w)
-	shift := b.Emit(ir.OpFillLike, ir.Attrs{}, gain)[0]
-	y := b.Emit(ir.OpLayerNorm, ir.Attrs{Eps: rmsNormEps}, b.Concat(len(s)-1, x, neg), gain, shift)[0]
-	return b.Slice(y, len(s)-1, 0, d)
+	return b.RMSNorm(x, b.ParamInit("w", ir.InitOnes, d), rmsNormEps)
 }
