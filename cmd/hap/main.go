@@ -84,7 +84,7 @@ func commands() []command {
 		{"simulate", "PLAN " + inputUsage + " [--trace FILE] [--json] [--each-device] [--search-order [--order-window N] [--order-budget N] [-o FILE]]", "estimated step time per device, Chrome trace; Z3 order search", runSimulate},
 		{"explain", "PLAN " + inputUsage + " [--ops] [--each-layer] [--each-device]", "human report of a plan: ratios, layouts, collectives, costs", runExplain},
 		{"run", "PLAN " + inputUsage + " [--backend cpu|cuda] [--nproc N] [--steps K] [--dtype float32|float64] [--block N] [--tf32] [--one-stream] [--max-memory B] [--json]", "execute training steps of a plan", runRun},
-		{"bench", "--suite " + strings.Join(bench.SuiteNames(), "|") + " [-o DIR] [--json] [--node-limit N | --time-limit D]", "plans vs baselines: tables and plots", runBench},
+		{"bench", "--suite " + strings.Join(bench.AllSuiteNames(), "|") + " [-o DIR] [--json] [--node-limit N | --time-limit D]", "plans vs baselines: tables and plots", runBench},
 		{"profile", "--backend cuda -o FILE [--model M] [--batch N] [--device-type T] [--link nvlink|pcie] [--repeat R] [--block N] [--json]", "measure op throughput and collective bandwidth", runProfile},
 	}
 }
