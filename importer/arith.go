@@ -3,6 +3,7 @@ package importer
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"hap/ir"
 )
@@ -239,4 +240,107 @@ func asStrided(c *conv, n *Node) ([]*val, error) {
 		want *= size[i]
 	}
 	return one(v), nil
+}
+
+// maskedInf stands for ±∞ as masked_fill's value: graph JSON has no
+// infinities, and the float32 maximum behaves as −∞ wherever masks are
+// used — exp(−3.4e38 − m) underflows to exactly 0 after softmax's shift in
+// float32 and float64 alike. Only a row masked whole differs (torch: NaN;
+// hap: uniform weights), which no causal or padding mask produces.
+const maskedInf = math.MaxFloat32
+
+// fillValue is masked_fill's value, with ±∞ as ±maskedInf.
+func fillValue(v float64) float64 {
+	switch {
+	case math.IsInf(v, 1):
+		return maskedInf
+	case math.IsInf(v, -1):
+		return -maskedInf
+	}
+	return v
+}
+
+// maskTensor is masked_fill's or where's condition as a graph tensor of
+// x's dtype (1 where true): a boolean buffer, or one folded from buffers,
+// becomes a state tensor of x's float type. A mask computed from the
+// step's own tensors is refused: hap's masked_fill takes a constant mask.
+func (c *conv) maskTensor(m, x *val) (ir.TensorID, error) {
+	if m.kind != lzLeaf || m.leaf.Kind != "buffer" {
+		return ir.NoTensor, fmt.Errorf("its mask %v is computed by the step; hap imports masks that are constants (a buffer, or computed from buffers alone, which the importer folds)", m.spec.Shape)
+	}
+	if m.leaf.DType == "bool" {
+		m.leaf.DType = x.spec.DType
+		m.spec.DType = x.spec.DType
+	}
+	return c.mat(m)
+}
+
+// maskedFill imports masked_fill(x, mask, value) with a constant mask.
+func maskedFill(c *conv, n *Node) ([]*val, error) {
+	xv, err := c.in(n, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	mv, err := c.in(n, 1, "mask")
+	if err != nil {
+		return nil, err
+	}
+	v, ok := c.number(arg(n, 2, "value"))
+	if !ok {
+		return nil, fmt.Errorf("value %s is not a number", show(arg(n, 2, "value")))
+	}
+	return c.fillWhere(xv, mv, v, false)
+}
+
+// where imports where(cond, a, b) with a number on one side: masked_fill
+// of the tensor side, where cond holds (a is the number) or where it does
+// not (b is).
+func where(c *conv, n *Node) ([]*val, error) {
+	cv, err := c.in(n, 0, "condition")
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := c.number(arg(n, 2, "other")); ok {
+		if _, both := c.number(arg(n, 1, "self")); both {
+			return nil, errors.New("chooses between two numbers; hap imports where with a tensor on one side")
+		}
+		xv, err := c.in(n, 1, "self")
+		if err != nil {
+			return nil, err
+		}
+		return c.fillWhere(xv, cv, v, true)
+	}
+	v, ok := c.number(arg(n, 1, "self"))
+	if !ok {
+		return nil, errors.New("chooses between two tensors; hap imports where with a number on one side (masked_fill)")
+	}
+	xv, err := c.in(n, 2, "other")
+	if err != nil {
+		return nil, err
+	}
+	return c.fillWhere(xv, cv, v, false)
+}
+
+// fillWhere is x with v where mask holds (where it does not, if invert).
+func (c *conv) fillWhere(xv, mv *val, v float64, invert bool) ([]*val, error) {
+	x, err := c.mat(xv)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.maskTensor(mv, xv)
+	if err != nil {
+		return nil, err
+	}
+	if invert { // 1 − m: the mask is 0 or 1
+		m = c.b.Emit(ir.OpSub, ir.Attrs{}, c.b.Emit(ir.OpFillLike, ir.Attrs{Scale: 1}, m)[0], m)[0]
+	}
+	// −∞ over the last two dims is an attention mask: as an additive one
+	// (0 or −maskedInf, x + it) the attention pass fuses it into the
+	// attention op, as it does the additive masks of LLaMA's code.
+	xs, ms := xv.spec.Shape, c.b.Shape(m)
+	if r := len(xs); math.IsInf(v, -1) && r >= 2 && ir.Shape(xs[r-2:]).Equal(ms) {
+		add := c.b.MaskedFill(c.b.Emit(ir.OpFillLike, ir.Attrs{Scale: 0}, m)[0], m, -maskedInf)
+		return one(plain(c.b.Bias(x, add, r-2, r-1))), nil
+	}
+	return one(plain(c.b.MaskedFill(x, m, fillValue(v)))), nil
 }

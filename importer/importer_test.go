@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ var fixtures = []struct{ file, factory string }{
 	{"bert_moe_tiny.aten.json", "paper_models.py:bert_moe_tiny"},
 	{"llama_attention.aten.json", "llama.py:attention_block"},
 	{"llama_tiny.aten.json", "llama.py:tiny"},
+	{"masked.aten.json", "../../cmd/hap/testdata/torchref/ops.py:masked"},
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -396,3 +398,31 @@ func torchOf(t *testing.T, data []byte) string {
 var torchField = regexp.MustCompile(`"torch":"[^"]*",`)
 
 func stripTorch(data []byte) []byte { return torchField.ReplaceAll(data, nil) }
+
+// Boolean mask buffers: masked_fill(−∞) over the scores becomes an
+// additive mask the attention op takes; where with a number on either
+// side, masked_fill (the number second: of 1 − mask). A mask the step
+// computes is refused at its node.
+func TestImportMasks(t *testing.T) {
+	data := readFixture(t, "masked.aten.json")
+	g := importFixture(t, "masked.aten.json").Graph
+	got := kinds(g)
+	for k, n := range map[ir.OpKind]int{ir.OpAttention: 1, ir.OpSoftmax: 0, ir.OpMaskedFill: 3, ir.OpSub: 1} {
+		if got[k] != n {
+			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
+		}
+	}
+	for i := range g.Ops {
+		if op := &g.Ops[i]; op.Kind == ir.OpMaskedFill && math.IsInf(op.Attrs.Value, 0) {
+			t.Errorf("%s fills %v: graph JSON has no infinities", op.Name, op.Attrs.Value)
+		}
+	}
+	from := []byte(`"op":"aten.where.self","args":[{"t":"keep"}`)
+	if !bytes.Contains(data, from) {
+		t.Fatalf("fixture lacks %s", from)
+	}
+	_, err := Import(bytes.Replace(data, from, []byte(`"op":"aten.where.self","args":[{"t":"_unsafe_view_1"}`), 1))
+	if err == nil || !strings.Contains(err.Error(), "computed by the step") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("err %v; want one line saying the mask is computed by the step", err)
+	}
+}

@@ -59,6 +59,8 @@ func Table() []Entry {
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},
 		{"aten.lift_fresh_copy.default", "nothing", identity},
 		{"aten.log.default", "`log`", unary(ir.OpLog)},
+		{"aten.masked_fill.Scalar", "`masked_fill` (a constant mask: a bool buffer, or one folded from buffers, becomes a state tensor of 0s and 1s; ±∞ becomes ±3.4e38); −∞ over the scores' last two dims, an additive mask `attention` takes", maskedFill},
+		{"aten.masked_fill.Tensor", "as `masked_fill.Scalar` (a one-element constant value)", maskedFill},
 		{"aten.max_pool2d.default", "`max_pool2d` (square, padding up to half the kernel, no dilation)", maxPool},
 		{"aten.max_pool2d_with_indices.default", "`max_pool2d` (the indices are not imported)", maxPool},
 		{"aten.mean.default", "`reduce_sum` over every dim, scaled", mean},
@@ -99,6 +101,7 @@ func Table() []Entry {
 		{"aten.var.correction", "`var` (correction as torch says, default 1)", varOp},
 		{"aten.var.dim", "`var` (unbiased: correction 1, else 0)", varOp},
 		{"aten.view.default", "`reshape` (nothing when the shape stays)", reshape},
+		{"aten.where.self", "`masked_fill` of the tensor side, where the constant condition holds (or, the number second, where it does not: 1 − mask)", where},
 		{"hap.einsum.default", "`einsum` (two operands: `torch.einsum` while `hap_torch` traces)", einsumOp},
 		{"hap.top2_gate.default", "`top2_gate` (`hap_torch.top2_gate`, GShard's top-2 gate)", top2GateOp},
 	}

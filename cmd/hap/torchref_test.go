@@ -72,6 +72,7 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"matmul_attention.py:selected", 20, 0},        // the same, q, k and v picked by index as torch 2.x does
 		{"testdata/torchref/ops.py:arith", 8, 0},       // broadcasting products and quotients, powers, roots, var, amax, written-out RMSNorm
 		{"testdata/torchref/ops.py:class_token", 8, 0}, // ViT's expanded class token
+		{"testdata/torchref/ops.py:masked", 8, 0},      // bool mask buffers: masked_fill(−∞) fused into attention, where with a number on either side
 		{"llama.py:tiny", 21, 0},                       // RMSNorm, SwiGLU, rotary, grouped-query attention, 2 layers
 		{"torchvision_models.py:mobilenet_v3_small", 142, 1},
 		{"torchvision_models.py:vit_narrow", 40, 0},

@@ -340,8 +340,37 @@ def _constants(gm, leaves):
                 if base not in _VIEWS or any(a in computed for a in n.all_input_nodes):
                     computed.add(n)
     fold = [n for n in gm.graph.nodes if n in computed and n.op == "call_function"
-            and any(u not in const for u in n.users)]
+            and any(u not in const for u in n.users) and _numbers_value(n) is None]
     return const, fold
+
+
+# A constant computed from Python numbers alone (torch.where(m, x, 0.5)
+# traces a scalar_tensor) is recorded by value, as a tensor constant, when
+# it is this small: the importer reads one-element constants as numbers.
+_NUMBERS_MAX = 64
+
+
+def _numbers_value(n):
+    """n's value when n is computed from Python numbers alone by a few
+    small ops (no placeholder, attribute or random number), else None."""
+    def ev(m, depth):
+        if not isinstance(m, torch.fx.Node):
+            return m
+        if m.op != "call_function" or depth > 8 or _op_base(m).endswith("_") or \
+                any(r in _op_base(m) for r in _RANDOM):
+            raise LookupError
+        args = torch.fx.node.map_arg(m.args, lambda a: ev(a, depth + 1))
+        kwargs = torch.fx.node.map_arg(m.kwargs, lambda a: ev(a, depth + 1))
+        kwargs = {k: (torch.device("cpu") if k == "device" else v) for k, v in kwargs.items()}
+        return m.target(*args, **kwargs)
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.numel() > _NUMBERS_MAX:
+        return None
+    try:
+        v = ev(n, 0)  # outside the trace's fake mode: real, tiny tensors
+    except LookupError:
+        return None
+    return v if isinstance(v, torch.Tensor) else None
 
 
 def _cone(n, const):
@@ -424,6 +453,13 @@ def _document(gm, leaves, name):
             continue
         if n in const and n.op == "call_function" and all(u in const for u in n.users):
             continue  # only constants read it: folded into a later one
+        if n in const and n.op == "call_function" and (v := _numbers_value(n)) is not None:
+            refs[n] = n.name  # computed from numbers alone: recorded by value
+            d = {"name": n.name, "kind": "constant"}
+            d.update(_spec(v) or {})
+            d["value"] = v.detach().reshape(-1).double().tolist()
+            placeholders.append(d)
+            continue
         if n.op == "placeholder":
             kind, tname = leaves[i]
             i += 1
@@ -511,7 +547,7 @@ def _neutralise_dropout(model):
 
 def _write_tensor(outdir, role, name, t, entries):
     t = t.detach().cpu().contiguous()
-    if t.is_floating_point():
+    if t.is_floating_point() or t.dtype == torch.bool:  # a bool mask: 0s and 1s, as hap imports it
         t, dt = t.to(torch.float64), "float64"
     elif t.dtype == torch.int64 or t.dtype == torch.int32:
         t, dt = t.to(torch.int64), "int64"

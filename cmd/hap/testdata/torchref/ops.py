@@ -246,3 +246,32 @@ class _ClassToken(nn.Module):
 
 def class_token():
     return _ClassToken(), (torch.randn(3, 3, 8, 8), torch.randint(0, 3, (3,))), _loss
+
+
+class _Masked(nn.Module):
+    """Boolean masks from buffers, as GPT-2 and older code write them: a
+    causal bool buffer filled with −∞ by masked_fill before softmax, its
+    inverse (folded), and torch.where between a tensor and a number on
+    either side — imported as masked_fill ops on state masks."""
+
+    def __init__(self, d=8, seq=5, classes=3):
+        super().__init__()
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("causal", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+        self.register_buffer("keep", torch.rand(seq, d) > 0.3)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = (f(x).view(b, n, 2, d // 2).transpose(1, 2) for f in (self.q, self.k, self.v))
+        s = q @ k.transpose(-2, -1) / math.sqrt(d // 2)
+        s = s.masked_fill(~self.causal, float("-inf"))  # GPT-2's causal mask: one attention op
+        y = (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, n, d)
+        y = torch.where(self.keep, y, 0.5) + torch.where(self.keep, -1.0, torch.tanh(y))
+        return self.head(y[:, 0])
+
+
+def masked():
+    return _Masked(), (torch.randn(3, 5, 8), torch.randint(0, 3, (3,))), _loss
