@@ -200,3 +200,21 @@ func TestRunLossesAreTrainLosses(t *testing.T) {
 		}
 	}
 }
+
+// hap models cost prices a model's compute by op class on one GPU, beside
+// the matmul-only figure, and refuses a device outside the catalog.
+func TestModelsCost(t *testing.T) {
+	code, out, errs := runCLI("models", "cost", "--model", "vgg19-tiny", "--device", "P100-PCIE-16GB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"on one P100-PCIE-16GB (fp32)", "conv", "matmul", "total", "matmul-only:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, _, errs = runCLI("models", "cost", "--model", "vgg19-tiny", "--device", "Z900")
+	if code == 0 || !strings.Contains(errs, "Z900") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+		t.Errorf("unknown device: exit %d: %q; want one line naming it", code, errs)
+	}
+}

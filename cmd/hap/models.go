@@ -7,6 +7,8 @@ import (
 	"math"
 	"text/tabwriter"
 
+	"hap/cluster"
+	"hap/cost"
 	"hap/internal/fileio"
 	"hap/ir"
 	"hap/models"
@@ -16,6 +18,9 @@ import (
 func runModels(e *env, args []string) error {
 	if len(args) > 0 && args[0] == "export" {
 		return runModelsExport(e, args[1:])
+	}
+	if len(args) > 0 && args[0] == "cost" {
+		return runModelsCost(e, args[1:])
 	}
 	fs := flags(e, "models")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
@@ -166,4 +171,62 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// runModelsCost prints a model's single-device compute by op class, as
+// the cost model prices it, beside the matmul-only figure (every FLOP at
+// the matmul rate): where a step's time goes before any plan.
+func runModelsCost(e *env, args []string) error {
+	fs := flags(e, "models cost")
+	model := fs.String("model", "", "zoo model name (sizes after a colon) or graph JSON file")
+	device := fs.String("device", "V100-SXM2-16GB", "catalog GPU (hap devices lists them)")
+	batch := fs.Int("batch", 0, "global batch (default: the model's)")
+	precision := fs.String("precision", "fp32", "fp32, fp16 or bf16")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := parse(fs, args, "batch"); err != nil {
+		return err
+	}
+	if *model == "" || fs.NArg() > 0 {
+		return usageErr("want --model M and no arguments")
+	}
+	spec, ok := cluster.LookupDevice(*device)
+	if !ok {
+		return usageErr("--device %q is not in the catalog (hap devices lists it)", *device)
+	}
+	g, err := models.Load(*model, models.Options{Batch: *batch})
+	if err != nil {
+		return err
+	}
+	c := &cluster.Cluster{Name: "one-" + spec.Name, Nodes: []cluster.Node{{Name: "n0", Device: spec.Name, Count: 1}}}
+	m, err := cost.New(c, cost.Options{Precision: cost.Precision(*precision), NoProfile: true})
+	if err != nil {
+		return fmt.Errorf("--device %s --precision %s: %w", spec.Name, *precision, err)
+	}
+	rows, matmulOnly := m.Breakdown(g, 0)
+	total := 0.0
+	for _, r := range rows {
+		total += r.Seconds
+	}
+	if *asJSON {
+		return writeJSON(e, struct {
+			Model      string           `json:"model"`
+			Device     string           `json:"device"`
+			Precision  string           `json:"precision"`
+			Classes    []cost.ClassTime `json:"classes"`
+			Seconds    float64          `json:"seconds"`
+			MatmulOnly float64          `json:"matmul_only_seconds"`
+		}{g.Name, spec.Name, *precision, rows, total, matmulOnly})
+	}
+	fmt.Fprintf(e.stdout, "%s on one %s (%s): forward and backward compute by op class, as hap's cost model prices it\n", g.Name, spec.Name, *precision)
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tops\tGFLOP\tGB moved\tms\tshare\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t%.4g\t%.1f%%\t\n", r.Class, r.Ops, r.FLOPs/1e9, r.Bytes/1e9, r.Seconds*1e3, 100*r.Seconds/total)
+	}
+	fmt.Fprintf(tw, "total\t\t\t\t%.4g\t\t\n", total*1e3)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "matmul-only: %.4g ms (every FLOP at the matmul rate); the classes' total is %.2f× that\n", matmulOnly*1e3, total/matmulOnly)
+	return err
 }

@@ -11,7 +11,7 @@ import (
 // user reading the usage does not know exists. --help lists the flag set
 // itself (pflag's PrintDefaults), so the test reads both from it.
 func TestUsageListsEveryFlag(t *testing.T) {
-	names := []string{"models export"}
+	names := []string{"models export", "models cost"}
 	for _, c := range commands() {
 		names = append(names, c.name)
 	}

@@ -24,8 +24,9 @@ def resnet18(batch=2):
     return _make(torchvision.models.resnet18(num_classes=10), batch, 32, 10)
 
 
-def resnet50(batch=2):
-    return _make(torchvision.models.resnet50(num_classes=10), batch, 32, 10)
+def resnet50(batch=2, size=32, classes=10):
+    # resnet50:batch=32,size=224,classes=1000 is ImageNet's ResNet-50.
+    return _make(torchvision.models.resnet50(num_classes=classes), batch, size, classes)
 
 
 def mobilenet_v3_small(batch=2):
