@@ -238,3 +238,36 @@ func scaleLargest(t *testing.T, path string, f float64) {
 		t.Fatal(err)
 	}
 }
+
+// The other half of the chain: today's imported models, planned by hap on
+// three mixed GPUs (one V100, two P100s: uneven shares), run as
+// distributed programs on the CPU, equal single-device training
+// (hap verify). With TestAgainstTorchEndToEnd, distributed program = hap
+// single-device = PyTorch.
+func TestImportedModelsVerifyDistributed(t *testing.T) {
+	py := torchPython(t)
+	for _, factory := range []string{
+		"torchvision_models.py:resnet18:batch=6",
+		"torchvision_models.py:resnet50_check:batch=3",
+		"torchvision_models.py:mobilenet_v3_small:batch=5",
+		"torchvision_models.py:convnext_tiny_cifar:batch=3",
+		"torchvision_models.py:vit_narrow:batch=5",
+		"llama.py:tiny:batch=5",
+		"testdata/torchref/ops.py:masked",
+	} {
+		t.Run(strings.SplitN(filepath.Base(factory), ":", 3)[1], func(t *testing.T) {
+			file, fn, _ := strings.Cut(factory, ":")
+			if !strings.Contains(file, "/") {
+				file = filepath.Join("../../examples/torch", file)
+			}
+			graph := filepath.Join(t.TempDir(), "model.json")
+			if code, _, errs := runCLI("import", file+":"+fn, "--python", py, "-o", graph); code != 0 {
+				t.Fatalf("import: exit %d: %s", code, errs)
+			}
+			code, out, errs := runCLI("verify", "--model", graph, "--cluster", "paper-8", "--devices", "0,2,3", "--json")
+			if code != 0 || !strings.Contains(out, `"pass": true`) {
+				t.Fatalf("verify: exit %d: %s%s", code, errs, out)
+			}
+		})
+	}
+}
