@@ -563,6 +563,10 @@ func sliceAxis[F Float](axis, start int, x, y *Tensor[F]) {
 	outer, inner := outerInner(x.Shape, axis)
 	row, w := x.Shape[axis]*inner, y.Shape[axis]*inner
 	for o := 0; o < outer; o++ {
+		if x.Ints != nil { // int64 ids or positions sliced from a buffer or input
+			copy(y.Ints[o*w:(o+1)*w], x.Ints[o*row+start*inner:o*row+start*inner+w])
+			continue
+		}
 		copy(y.Data[o*w:(o+1)*w], x.Data[o*row+start*inner:o*row+start*inner+w])
 	}
 }

@@ -57,6 +57,8 @@ func Table() []Entry {
 		{"aten.gelu.default", "`gelu` (exact only)", gelu},
 		{"aten.hardsigmoid.default", "`hardsigmoid`", unary(ir.OpHardSigmoid)},
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},
+		{"aten.index.Tensor", "as `index_select`, for one 1-D index tensor on one dim (`x[:, idx]`)", indexTensor},
+		{"aten.index_select.default", "positions the trace recorded (a literal list): `slice`s of their runs, `concat`enated; a buffer's or input's: `embedding` into x with the dim moved first (`permute`, `reshape`)", indexSelect},
 		{"aten.lift_fresh_copy.default", "nothing", identity},
 		{"aten.log.default", "`log`", unary(ir.OpLog)},
 		{"aten.masked_fill.Scalar", "`masked_fill` (a constant mask: a bool buffer, or one folded from buffers, becomes a state tensor of 0s and 1s; ±∞ becomes ±3.4e38); −∞ over the scores' last two dims, an additive mask `attention` takes", maskedFill},

@@ -72,8 +72,9 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"matmul_attention.py:selected", 20, 0},        // the same, q, k and v picked by index as torch 2.x does
 		{"testdata/torchref/ops.py:arith", 8, 0},       // broadcasting products and quotients, powers, roots, var, amax, written-out RMSNorm
 		{"testdata/torchref/ops.py:class_token", 8, 0}, // ViT's expanded class token
-		{"testdata/torchref/ops.py:masked", 8, 0},      // bool mask buffers: masked_fill(−∞) fused into attention, where with a number on either side
-		{"llama.py:tiny", 21, 0},                       // RMSNorm, SwiGLU, rotary, grouped-query attention, 2 layers
+		{"testdata/torchref/ops.py:masked", 8, 0},
+		{"testdata/torchref/ops.py:indexing", 4, 0}, // index_select by a buffer (embedding into the activation), a literal list (slices)      // bool mask buffers: masked_fill(−∞) fused into attention, where with a number on either side
+		{"llama.py:tiny", 21, 0},                    // RMSNorm, SwiGLU, rotary, grouped-query attention, 2 layers
 		{"torchvision_models.py:mobilenet_v3_small", 142, 1},
 		{"torchvision_models.py:vit_narrow", 40, 0},
 		{"torchvision_models.py:resnet18", 62, 0},
@@ -254,6 +255,7 @@ func TestImportedModelsVerifyDistributed(t *testing.T) {
 		"torchvision_models.py:vit_narrow:batch=5",
 		"llama.py:tiny:batch=5",
 		"testdata/torchref/ops.py:masked",
+		"testdata/torchref/ops.py:indexing",
 	} {
 		t.Run(strings.SplitN(filepath.Base(factory), ":", 3)[1], func(t *testing.T) {
 			file, fn, _ := strings.Cut(factory, ":")

@@ -346,8 +346,9 @@ def _constants(gm, leaves):
 
 # A constant computed from Python numbers alone (torch.where(m, x, 0.5)
 # traces a scalar_tensor) is recorded by value, as a tensor constant, when
-# it is this small: the importer reads one-element constants as numbers.
-_NUMBERS_MAX = 64
+# it has one element: the importer reads those as numbers. Larger ones
+# (an arange of positions) stay folded buffers, fed as state tensors.
+_NUMBERS_MAX = 1
 
 
 def _numbers_value(n):

@@ -275,3 +275,26 @@ class _Masked(nn.Module):
 
 def masked():
     return _Masked(), (torch.randn(3, 5, 8), torch.randint(0, 3, (3,))), _loss
+
+
+class _Indexing(nn.Module):
+    """Indexing by constant positions: index_select by an int64 buffer
+    (an embedding lookup into the activation), a literal list of
+    positions (slices of its runs, concatenated) and select."""
+
+    def __init__(self, d=6, classes=3):
+        super().__init__()
+        self.l = nn.Linear(d, d)
+        self.head = nn.Linear(9, classes)
+        self.register_buffer("pick", torch.tensor([4, 0, 2, 2, 5]))
+
+    def forward(self, x):
+        h = torch.tanh(self.l(x))  # [N, S, d]
+        a = h.index_select(2, self.pick)  # [N, S, 5]
+        b = h[:, :, [1, 2, 3, 0]]  # [N, S, 4]
+        y = torch.cat((a, b * a[:, :, :4].sum(-1, keepdim=True)), dim=-1)
+        return self.head(y.index_select(1, self.pick[:2])[:, 1] + y[:, 0])
+
+
+def indexing():
+    return _Indexing(), (torch.randn(3, 6, 6), torch.randint(0, 3, (3,))), _loss
