@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"fmt"
 	"slices"
 
 	"hap/ir"
@@ -48,15 +49,52 @@ func (c *conv) repeatHeads(v *val, shape []int) (*val, bool, error) {
 	if err != nil {
 		return nil, true, err
 	}
-	copies := make([]ir.TensorID, out[j])
-	for i := range copies {
-		copies[i] = x
-	}
+	return plain(c.repeatEach(x, j, out[j], shape)), true, nil
+}
+
+// repeatEach is x (with a size-1 dim j) repeated g times along j, as a
+// concat of g copies, reshaped to shape (dim j merged into j−1): each
+// entry of dim j−1 repeated g times in place, what repeat_interleave
+// computes. Feeding attention's k and v, the attention pass reads it as
+// grouped-query heads (repeated).
+func (c *conv) repeatEach(x ir.TensorID, j, g int, shape []int) ir.TensorID {
 	rep := x
-	if len(copies) > 1 {
+	if g > 1 {
+		copies := make([]ir.TensorID, g)
+		for i := range copies {
+			copies[i] = x
+		}
 		rep = c.b.Concat(j, copies...)
 	}
-	return plain(c.b.Reshape(rep, shape...)), true, nil
+	return c.b.Reshape(rep, shape...)
+}
+
+// repeatInterleave imports repeat_interleave(x, g, dim) with a number of
+// repeats (torch 2.x traces it; 1.13 cannot on fake tensors): x with a
+// size-1 dim inserted after dim, repeated g times there, merged back.
+// Without a dim, torch repeats the flattened x.
+func repeatInterleave(c *conv, n *Node) ([]*val, error) {
+	x, v, err := c.inMat(n, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	g, err := intArg(n, 1, "repeats", 0)
+	if err != nil || g < 1 {
+		return nil, fmt.Errorf("repeats %s; hap imports a positive number of repeats (not a tensor of them)", show(arg(n, 1, "repeats")))
+	}
+	shape := slices.Clone(v.spec.Shape)
+	d := 0
+	if a := arg(n, 2, "dim"); a == nil {
+		x, shape = c.b.Reshape(x, ir.Shape(shape).Numel()), []int{ir.Shape(shape).Numel()}
+	} else if d, err = intArg(n, 2, "dim", 0); err != nil {
+		return nil, err
+	} else if d, err = normDim(d, len(shape)); err != nil {
+		return nil, err
+	}
+	unsq := slices.Insert(slices.Clone(shape), d+1, 1)
+	out := slices.Clone(shape)
+	out[d] *= g
+	return one(plain(c.repeatEach(c.b.Reshape(x, unsq...), d+1, g, out))), nil
 }
 
 // repeated recognises t = reshape(concat(u, u, …, u; axis 2)) with u =

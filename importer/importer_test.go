@@ -426,3 +426,48 @@ func TestImportMasks(t *testing.T) {
 		t.Errorf("err %v; want one line saying the mask is computed by the step", err)
 	}
 }
+
+// repeat_interleave by a number of repeats (as torch 2.x traces it):
+// x with a size-1 dim after dim, g copies concatenated there, merged
+// back — the form grouped-query attention's repeated heads take — and,
+// without a dim, of the flattened x.
+func TestImportRepeatInterleave(t *testing.T) {
+	doc := func(args string, out string) []byte {
+		return []byte(`{"format":"hap.aten","version":1,"name":"ri","torch":"2.1.0",
+"placeholders":[{"name":"w","kind":"param","dtype":"float32","shape":[2,3,4]}],
+"nodes":[{"name":"ri","op":"aten.repeat_interleave.self_int","args":[{"t":"w"},` + args + `],"outputs":[{"dtype":"float32","shape":` + out + `}],"module":"attn"},
+{"name":"th","op":"aten.tanh.default","args":[{"t":"ri"}],"outputs":[{"dtype":"float32","shape":` + out + `}],"module":""},
+{"name":"s","op":"aten.sum.default","args":[{"t":"th"}],"outputs":[{"dtype":"float32","shape":[]}],"module":""}],
+"loss":"s"}`)
+	}
+	for _, c := range []struct {
+		args, out string
+		unsq      ir.Shape
+		axis      int
+	}{
+		{`2,1`, `[2,6,4]`, ir.Shape{2, 3, 1, 4}, 2},
+		{`3,-1`, `[2,3,12]`, ir.Shape{2, 3, 4, 1}, 3},
+		{`2,null`, `[48]`, ir.Shape{24, 1}, 1},
+	} {
+		r, err := Import(doc(c.args, c.out))
+		if err != nil {
+			t.Fatalf("repeat_interleave(w, %s): %v", c.args, err)
+		}
+		g := r.Graph
+		var cat *ir.Op
+		for i := range g.Ops {
+			if g.Ops[i].Kind == ir.OpConcat {
+				cat = &g.Ops[i]
+			}
+		}
+		if cat == nil || cat.Attrs.Axis != c.axis || !g.Tensors[cat.Inputs[0]].Shape.Equal(c.unsq) || slices.ContainsFunc(cat.Inputs, func(t ir.TensorID) bool { return t != cat.Inputs[0] }) {
+			t.Fatalf("repeat_interleave(w, %s): concat %+v; want copies of one %v tensor along %d", c.args, cat, c.unsq, c.axis)
+		}
+		if out := g.Tensors[g.Ops[len(g.Ops)-2].Outputs[0]].Shape; out.Numel() != g.Tensors[cat.Outputs[0]].Shape.Numel() {
+			t.Errorf("repeat_interleave(w, %s): tanh of %v", c.args, out)
+		}
+	}
+	if _, err := Import(doc(`{"t":"w"},1`, `[2,6,4]`)); err == nil || !strings.Contains(err.Error(), "number of repeats") {
+		t.Errorf("repeats as a tensor: err %v; want it refused", err)
+	}
+}

@@ -28,6 +28,7 @@ func Table() []Entry {
 	return []Entry{
 		{"aten._adaptive_avg_pool2d.default", "`adaptive_avg_pool2d`", adaptivePool},
 		{"aten._log_softmax.default", "`log_softmax` (over the last dim); with `nll_loss_forward` after it, `cross_entropy`", logSoftmax},
+		{"aten._native_batch_norm_legit.default", "as `native_batch_norm` (torch 2.x's name for it)", batchNorm},
 		{"aten._reshape_alias.default", "`reshape` (nothing when the shape stays)", reshape},
 		{"aten._softmax.default", "`softmax` (over the last dim); between the two `bmm`s of attention, part of `attention`", softmax},
 		{"aten._to_copy.default", "nothing when the dtype stays (a copy); refused otherwise", toCopy},
@@ -79,6 +80,7 @@ func Table() []Entry {
 		{"aten.pow.Tensor_Scalar", "`pow_scalar`; squared inside RMSNorm, part of `rms_norm`", powScalar},
 		{"aten.reciprocal.default", "`reciprocal`", unary(ir.OpReciprocal)},
 		{"aten.relu.default", "`relu`", unary(ir.OpReLU)},
+		{"aten.repeat_interleave.self_int", "`concat` of copies and `reshape`s (a number of repeats; torch 2.x traces it, 1.13 cannot on fake tensors); repeating key/value heads, grouped-query `attention`", repeatInterleave},
 		{"aten.reshape.default", "`reshape`", reshape},
 		{"aten.rsqrt.default", "`rsqrt`; inside RMSNorm, part of `rms_norm`", unary(ir.OpRsqrt)},
 		{"aten.scaled_dot_product_attention.default", "`attention` (no mask; dropout dropped)", sdpa},

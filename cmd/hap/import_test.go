@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"hap/importer"
+	"hap/ir"
 )
 
 const transformerTrace = "../../importer/testdata/transformer_encoder.aten.json"
@@ -108,5 +112,43 @@ func TestImportFactoryEndToEnd(t *testing.T) {
 	code, _, errs = runCLI("import", broken+":model", "--python", py, "-o", filepath.Join(dir, "x.json"))
 	if code != 1 || !strings.Contains(errs, "ValueError: no such model") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Errorf("exit %d, stderr %q; want the factory's error in one line", code, errs)
+	}
+}
+
+// torch 2.x names training-mode batch norm _native_batch_norm_legit, with
+// native_batch_norm's arguments and outputs: the same trace under either
+// name imports to the same graph.
+func TestImportBatchNormTorch2Name(t *testing.T) {
+	py := torchPython(t)
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "mobile.aten.json")
+	if code, _, errs := runCLI("import", "testdata/torchref/ops.py:mobile", "--python", py, "-o", filepath.Join(dir, "m.json"), "--raw", raw); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := bytes.ReplaceAll(data, []byte(`"aten.native_batch_norm.default"`), []byte(`"aten._native_batch_norm_legit.default"`))
+	if bytes.Equal(renamed, data) {
+		t.Fatal("the trace has no native_batch_norm")
+	}
+	a, err := importer.Import(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := importer.Import(renamed)
+	if err != nil {
+		t.Fatalf("torch 2.x's name: %v", err)
+	}
+	var ja, jb bytes.Buffer
+	if err := ir.EncodeJSON(&ja, a.Graph); err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.EncodeJSON(&jb, b.Graph); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ja.Bytes(), jb.Bytes()) {
+		t.Error("the graphs differ")
 	}
 }
