@@ -23,6 +23,11 @@ type CollectiveEstimate struct {
 	// pieces; "" and 0 for an all-reduce, which has no alternative.
 	Alternative string
 	AltSeconds  float64
+	// Latency is the part of Seconds that does not grow with the bytes:
+	// the same call with one byte in each rank's nonempty piece. At real
+	// collective latencies (tens of µs a call) small collectives are all
+	// latency, which is what coalescing them into one call would save.
+	Latency float64
 }
 
 // EstimateCollective prices communication instruction i of p, a program
@@ -79,13 +84,20 @@ func estimateOnGroup(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.P
 		}
 		return c
 	}
-	done := func(e CollectiveEstimate) (CollectiveEstimate, error) {
+	bytes := make([]float64, len(group))
+	// done completes e, taken by a call of kind and method on bytes, with
+	// its latency.
+	done := func(e CollectiveEstimate, kind cost.Collective, method cost.Method) (CollectiveEstimate, error) {
+		ones := make([]float64, len(bytes))
+		for r, b := range bytes {
+			ones[r] = min(b, 1)
+		}
+		e.Latency = min(call(kind, ones, method), e.Seconds)
 		if callErr != nil {
 			return CollectiveEstimate{}, callErr
 		}
 		return e, nil
 	}
-	bytes := make([]float64, len(group))
 	switch in.Collective {
 	case ir.OpAllGather, ir.OpReduceScatter:
 		l := in.From
@@ -102,18 +114,18 @@ func estimateOnGroup(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.P
 		if even && in.Method != spmd.MethodGrouped {
 			// Equal pieces run the even ring; grouping them was the
 			// rejected alternative.
-			return done(CollectiveEstimate{Seconds: call(kind, bytes, cost.MethodEven), Alternative: "grouped", AltSeconds: call(kind, bytes, cost.MethodGrouped)})
+			return done(CollectiveEstimate{Seconds: call(kind, bytes, cost.MethodEven), Alternative: "grouped", AltSeconds: call(kind, bytes, cost.MethodGrouped)}, kind, cost.MethodEven)
 		}
 		pad, grp := call(kind, bytes, cost.MethodPadded), call(kind, bytes, cost.MethodGrouped)
 		if in.Method == spmd.MethodGrouped {
-			return done(CollectiveEstimate{Seconds: grp, Alternative: "padded", AltSeconds: pad})
+			return done(CollectiveEstimate{Seconds: grp, Alternative: "padded", AltSeconds: pad}, kind, cost.MethodGrouped)
 		}
-		return done(CollectiveEstimate{Seconds: pad, Alternative: "grouped", AltSeconds: grp})
+		return done(CollectiveEstimate{Seconds: pad, Alternative: "grouped", AltSeconds: grp}, kind, cost.MethodPadded)
 	case ir.OpAllReduce:
 		for r := range bytes {
 			bytes[r] = float64(local.Numel()) * elem
 		}
-		return done(CollectiveEstimate{Seconds: call(cost.AllReduce, bytes, "")})
+		return done(CollectiveEstimate{Seconds: call(cost.AllReduce, bytes, "")}, cost.AllReduce, "")
 	case ir.OpAllToAll:
 		pieces, _ := p.AxisPieces(in.Axis, in.From, t.Shape, group[0])
 		even := true
@@ -130,7 +142,7 @@ func estimateOnGroup(m *cost.Model, p *spmd.Program, in *spmd.Instr, from spmd.P
 		} else {
 			ag = min(call(cost.AllGather, bytes, cost.MethodPadded), call(cost.AllGather, bytes, cost.MethodGrouped))
 		}
-		return done(CollectiveEstimate{Seconds: call(cost.AllToAll, bytes, cost.MethodGrouped), Alternative: "all-gather+slice", AltSeconds: ag})
+		return done(CollectiveEstimate{Seconds: call(cost.AllToAll, bytes, cost.MethodGrouped), Alternative: "all-gather+slice", AltSeconds: ag}, cost.AllToAll, cost.MethodGrouped)
 	}
 	return CollectiveEstimate{}, nil
 }

@@ -76,7 +76,19 @@ func TestEstimateCollective(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if est != (CollectiveEstimate{Seconds: want, Alternative: string(c.other), AltSeconds: alt}) {
+			// The latency: the same call with a byte in each nonempty piece.
+			call.Method = c.method
+			for r, n := range c.pieces {
+				call.Bytes[r] = min(n, 1)
+			}
+			lat, err := m.CollectiveTime(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lat <= 0 || lat >= want {
+				t.Errorf("batch %d: latency %g s of %g s; want a positive part of it", c.batch, lat, want)
+			}
+			if est != (CollectiveEstimate{Seconds: want, Alternative: string(c.other), AltSeconds: alt, Latency: lat}) {
 				t.Errorf("batch %d: all-gather of %s: %+v, want %s %g s and %s %g s", c.batch, tn.Name, est, c.method, want, c.other, alt)
 			}
 			checked++

@@ -70,6 +70,7 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	// know where their tensors sit in the repeated layers, to fold them.
 	layers := ir.FindLayers(g)
 	var rows []tableRow
+	var commSeconds, commLatency float64 // over the forward program's collectives
 	for i := range p.Instrs {
 		ins := &p.Instrs[i]
 		if ins.Kind != spmd.Comm || !ir.IsCollective(ins.Collective) {
@@ -85,7 +86,9 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 		if p.Mesh != nil {
 			layouts = []string{ins.Axis.String(), layouts[0], ins.Other.String()}
 		}
-		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(est.Seconds*1e3)+" ms", altText(est.Alternative, est.AltSeconds))
+		cells := append(append([]string{string(ins.Collective)}, layouts...), figure(mb), orDash(ins.Method), figure(est.Seconds*1e3)+" ms", latencyShare(est), altText(est.Alternative, est.AltSeconds))
+		commSeconds += est.Seconds
+		commLatency += est.Latency
 		rows = append(rows, tableRow{name: t.Name, cells: cells, layer: layers.Tensors[ins.Tensor]})
 	}
 	// clusterDevice numbers the plan's device d as the cluster does.
@@ -213,16 +216,22 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 		fmt.Fprintln(w, ": none, every tensor is made where and as its readers read it")
 	case p.Mesh != nil:
 		fmt.Fprintln(w, ":")
-		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\talternative")
+		fmt.Fprintln(tw, "  tensor\tinstruction\taxis\tlayouts\tother axis\tMB\tmethod\test. time (slowest group)\tlatency\talternative")
 	default:
 		fmt.Fprintln(w, ":")
-		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\talternative")
+		fmt.Fprintln(tw, "  tensor\tinstruction\tlayouts\tMB\tmethod\test. time\tlatency\talternative")
 	}
 	for _, r := range merged {
 		fmt.Fprintf(tw, "  %s\t%s\n", r.name, strings.Join(r.cells, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the explanation: %w", err)
+	}
+	if len(rows) > 0 {
+		// The share of the collectives' time that is per-call latency:
+		// what sending small collectives together would save.
+		fmt.Fprintf(w, "  (latency: the share of a call's time that does not grow with its bytes; over these %d calls, %s of %s, %.0f%%)\n",
+			len(rows), duration(commLatency), duration(commSeconds), 100*commLatency/commSeconds)
 	}
 	if len(rows) > 0 || listOps {
 		fmt.Fprintln(w, layoutLegend)
@@ -741,4 +750,13 @@ func jointOrderNote(ended solve.OrderEnd) string {
 		return ": the any-order MILP's nodes found no other plan to try; a higher --node-limit searches further"
 	}
 	return ": the bound did not meet the plan; more --order-rounds search on"
+}
+
+// latencyShare is the part of a collective's estimate that is latency, as
+// a percentage.
+func latencyShare(e plan.CollectiveEstimate) string {
+	if e.Seconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*e.Latency/e.Seconds)
 }
