@@ -133,7 +133,7 @@ func fanIn(s ir.Shape) int {
 
 // IntRange returns the exclusive upper bound of valid values of an int64
 // tensor, read from its consumers (an embedding's vocabulary, a loss's
-// classes), or 0 when nothing constrains it.
+// classes, a gather's axis), or 0 when nothing constrains it.
 func IntRange(g *ir.Graph, id ir.TensorID) int {
 	bound := 0
 	for i := range g.Ops {
@@ -150,6 +150,10 @@ func IntRange(g *ir.Graph, id ir.TensorID) int {
 				b = g.Tensors[op.Inputs[0]].Shape[1]
 			case op.Kind == ir.OpEmbeddingGrad && j == 0:
 				b = op.Attrs.Shape[0]
+			case op.Kind == ir.OpGather && j == 1:
+				b = g.Tensors[op.Inputs[0]].Shape[op.Attrs.Axis]
+			case op.Kind == ir.OpGatherGrad && j == 0:
+				b = op.Attrs.Shape[op.Attrs.Axis]
 			}
 			if b > 0 && (bound == 0 || b < bound) {
 				bound = b

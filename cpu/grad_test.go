@@ -61,6 +61,13 @@ var gradCases = []gradCase{
 	{"embedding", func(b *ir.Builder) ir.TensorID {
 		return b.Embedding(b.Input("ids", ir.Int64, 2, 5), p(b, "tab", 7, 3))
 	}},
+	// More positions than x has along the axis: repeats, which the
+	// gradient's scatter-add sums.
+	{"gather/middle", func(b *ir.Builder) ir.TensorID {
+		return b.Gather(p(b, "x", 2, 5, 3), 1, b.Input("idx", ir.Int64, 2, 7, 3))
+	}},
+	{"gather/first", func(b *ir.Builder) ir.TensorID { return b.Gather(p(b, "x", 4, 3), 0, b.Input("idx", ir.Int64, 2, 3)) }},
+	{"gather/last", func(b *ir.Builder) ir.TensorID { return b.Gather(p(b, "x", 3, 4), 1, b.Input("idx", ir.Int64, 3, 6)) }},
 	{"reshape", func(b *ir.Builder) ir.TensorID { return b.Tanh(b.Reshape(p(b, "x", 2, 6), 3, 4)) }},
 	{"permute", func(b *ir.Builder) ir.TensorID { return b.Permute(p(b, "x", 2, 3, 4), 2, 0, 1) }},
 	{"concat", func(b *ir.Builder) ir.TensorID { return b.Concat(1, p(b, "a", 2, 3), p(b, "b", 2, 1), p(b, "c", 2, 2)) }},

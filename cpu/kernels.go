@@ -161,6 +161,9 @@ func Exec[F Float](ctx *Ctx, op *ir.Op, in, out []*Tensor[F]) error {
 		if ok, err := execArith(op, in, out); ok {
 			return err
 		}
+		if ok, err := execGather(op, in, out); ok {
+			return err
+		}
 		return fmt.Errorf("cpu: no kernel for op kind %q", op.Kind)
 	}
 	return nil

@@ -84,6 +84,8 @@ var kernelSigs = []KernelSig{
 	{"adam", []ParamKind{PConstT, PConstT, PConstT, PConstT, PConstT, PT, PT, PT, PI64, PF64, PF64, PF64, PF64}},
 	{"embedding", []ParamKind{PConstI64, PConstT, PT, PI64, PI64, PI64, PI32, PI64}},
 	{"embedding_grad", []ParamKind{PConstI64, PConstT, PT, PI64, PI64, PI64, PI32, PI64}},
+	{"gather", []ParamKind{PConstT, PConstI64, PT, PI64, PI64, PI64, PI64}},
+	{"gather_grad", []ParamKind{PConstI64, PConstT, PT, PI64, PI64, PI64, PI64}},
 	{"softmax", []ParamKind{PConstT, PT, PI64, PI64, PI32}},
 	{"softmax_grad", []ParamKind{PConstT, PConstT, PT, PI64, PI64, PI32}},
 	{"layer_norm", []ParamKind{PConstT, PConstT, PConstT, PT, PI64, PI64, PF64}},
@@ -393,6 +395,37 @@ extern "C" __global__ void K(embedding_grad)(const long long* ids, const T* dy, 
 		long long r = ids[i] - (partial ? off0 : 0);
 		if (r >= 0 && r < v) atomicAdd(&dt[r * d + j], dy[e]);
 		else if (!partial) atomicAdd(&dt[0], (T)h_nan());
+	}
+}
+
+// ---- gather along an axis (torch.gather) ----
+// x is [outer, n, inner] around the axis, the index and y [outer, k,
+// inner]: y[o,j,i] = x[o, idx[o,j,i], i]. A position outside [0, n) gives
+// NaN (the CPU returns an error).
+extern "C" __global__ void K(gather)(const T* x, const long long* idx, T* y, long long outer, long long k,
+                                     long long n, long long inner) {
+	GRID_STRIDE(e, outer * k * inner) {
+		long long o = e / (k * inner), i = e % inner;
+		long long p = idx[e];
+		y[e] = (p >= 0 && p < n) ? x[(o * n + p) * inner + i] : (T)h_nan();
+	}
+}
+// The scatter-add as a gather, deterministic and without atomics: one
+// thread per dx element sums the dy of its column whose position is its
+// own, in the column's order (the CPU's order, so the sums agree to the
+// bit). A position outside [0, n) poisons row 0 of its column with NaN.
+extern "C" __global__ void K(gather_grad)(const long long* idx, const T* dy, T* dx, long long outer, long long k,
+                                          long long n, long long inner) {
+	GRID_STRIDE(e, outer * n * inner) {
+		long long o = e / (n * inner), r = (e / inner) % n, i = e % inner;
+		A s = 0;
+		for (long long j = 0; j < k; j++) {
+			long long f = (o * k + j) * inner + i;
+			long long p = idx[f];
+			if (p == r) s += (A)dy[f];
+			else if (r == 0 && (p < 0 || p >= n)) s += h_nan();
+		}
+		dx[e] = (T)s;
 	}
 }
 

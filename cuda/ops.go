@@ -123,6 +123,8 @@ var support = []Support{
 	{ir.OpRMSNormGrad, ViaKernel, []string{"rms_norm_grad_dx", "rms_norm_grad_w"}, "row 1/rms through the workspace; dw split into row ranges as layer_norm_grad's"},
 	{ir.OpLayerNormBare, ViaKernel, []string{"layer_norm_bare"}, ""},
 	{ir.OpLayerNormBareGrad, ViaKernel, []string{"layer_norm_bare_grad"}, ""},
+	{ir.OpGather, ViaKernel, []string{"gather"}, "one thread per output; positions outside the axis give NaN (the CPU returns an error)"},
+	{ir.OpGatherGrad, ViaKernel, []string{"gather_grad"}, "the scatter-add as a gather: one thread per dx element sums its column's matching dy in order (deterministic, no atomics)"},
 }
 
 // OpSupport says how kind runs on CUDA; ok is false for a kind the table

@@ -71,6 +71,22 @@ var opCases = []opCase{
 	{"embedding_grad/partial", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpEmbeddingGrad, ir.Attrs{Shape: []int{4, 5}, Partial: true, Offset: []int{3}}, b.Input("ids", ir.Int64, 4, 3), prm(b, "dy", 4, 3, 5))[0]
 	}},
+	{"gather/middle", func(b *ir.Builder) ir.TensorID {
+		return b.Gather(prm(b, "x", 3, 5, 4), 1, b.Input("idx", ir.Int64, 3, 7, 4))
+	}},
+	{"gather/first", func(b *ir.Builder) ir.TensorID { return b.Gather(prm(b, "x", 5, 3), 0, b.Input("idx", ir.Int64, 2, 3)) }},
+	{"gather/last", func(b *ir.Builder) ir.TensorID {
+		return b.Gather(prm(b, "x", 3, 4, 5), 2, b.Input("idx", ir.Int64, 3, 4, 9))
+	}},
+	{"gather_grad/middle", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpGatherGrad, ir.Attrs{Axis: 1, Shape: []int{3, 5, 4}}, b.Input("idx", ir.Int64, 3, 7, 4), prm(b, "dy", 3, 7, 4))[0]
+	}},
+	{"gather_grad/last", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpGatherGrad, ir.Attrs{Axis: 2, Shape: []int{3, 4, 5}}, b.Input("idx", ir.Int64, 3, 4, 9), prm(b, "dy", 3, 4, 9))[0]
+	}},
+	{"gather_grad/few-positions", func(b *ir.Builder) ir.TensorID { // rows of dx no position names stay zero
+		return b.Emit(ir.OpGatherGrad, ir.Attrs{Axis: 0, Shape: []int{9, 2}}, b.Input("idx", ir.Int64, 2, 2), prm(b, "dy", 2, 2))[0]
+	}},
 	{"cross_entropy", func(b *ir.Builder) ir.TensorID { return b.CrossEntropy(prm(b, "x", 6, 9), b.Label("y", 6)) }},
 	{"cross_entropy_grad", func(b *ir.Builder) ir.TensorID {
 		return b.Emit(ir.OpCrossEntropyGrad, ir.Attrs{}, prm(b, "x", 6, 9), b.Label("y", 6), prm(b, "dl"))[0]
@@ -400,6 +416,10 @@ func feed[F cpu.Float](g *ir.Graph, op *ir.Op, seed uint64) []*cpu.Tensor[F] {
 				if op.Attrs.Partial {
 					lim = 10
 				}
+			case ir.OpGather:
+				lim = g.Tensor(op.Inputs[0]).Shape[op.Attrs.Axis]
+			case ir.OpGatherGrad:
+				lim = op.Attrs.Shape[op.Attrs.Axis]
 			case ir.OpReshape:
 				lim = 1 << 40
 			}

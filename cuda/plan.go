@@ -302,6 +302,8 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 			n, a.LR, a.Betas[0], a.Betas[1], a.Eps)
 	case ir.OpEmbedding, ir.OpEmbeddingGrad:
 		return p.embedding(op, a, ins, y, dt)
+	case ir.OpGather, ir.OpGatherGrad:
+		return p.gather(op, a, ins, y, dt)
 	case ir.OpSoftmax, ir.OpLogSoftmax:
 		rows, cols := rowsOf(y.Shape)
 		if rows == 0 {
@@ -576,6 +578,31 @@ func (p *planner) embedding(op *ir.Op, a *ir.Attrs, ins []*ir.Tensor, y *ir.Tens
 		base = "embedding_grad"
 	}
 	return p.launch(base, dt, p.elemGrid(nids*d), in(0), in(1), out(0), nids, d, v, b2i(a.Partial), off0)
+}
+
+// gather plans gather (in: x, index; out: y) or gather_grad (in: index,
+// dy; out: dx, x's shape). Both kernels write every output element, so
+// dx needs no zeroing.
+func (p *planner) gather(op *ir.Op, a *ir.Attrs, ins []*ir.Tensor, y *ir.Tensor, dt ir.DType) error {
+	xs, index := y.Shape, ins[0]
+	if op.Kind == ir.OpGather {
+		xs, index = ins[0].Shape, ins[1]
+	}
+	if a.Axis < 0 || a.Axis >= len(xs) || len(index.Shape) != len(xs) {
+		return fmt.Errorf("gather axis %d does not fit x %v and index %v", a.Axis, xs, index.Shape)
+	}
+	outer, inner := outerInner(xs, a.Axis)
+	n, k := int64(xs[a.Axis]), int64(index.Shape[a.Axis])
+	if op.Kind == ir.OpGather {
+		if outer*k*inner == 0 {
+			return nil
+		}
+		return p.launch("gather", dt, p.elemGrid(outer*k*inner), in(0), in(1), out(0), outer, k, n, inner)
+	}
+	if outer*n*inner == 0 {
+		return nil
+	}
+	return p.launch("gather_grad", dt, p.elemGrid(outer*n*inner), in(0), in(1), out(0), outer, k, n, inner)
 }
 
 // Split reductions. One thread per output element leaves a GPU idle when

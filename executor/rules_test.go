@@ -183,6 +183,15 @@ var ruleCases = []ruleCase{
 	{"amax/keep", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 6, 3, 5), true, 2) }},
 	{"amax/two-axes", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 6, 3, 5), false, 0, 2) }},
 	{"amax/two-axes-keep", func(b *ir.Builder) ir.TensorID { return b.Amax(prm(b, "x", 6, 3, 5), true, 1, 2) }},
+	// gather along each dim, positions repeating; the index an input
+	// (its values uniform over the gathered dim).
+	{"gather", func(b *ir.Builder) ir.TensorID {
+		return b.Gather(prm(b, "x", 6, 3, 5), 1, b.Input("idx", ir.Int64, 6, 7, 5))
+	}},
+	{"gather/first", func(b *ir.Builder) ir.TensorID { return b.Gather(prm(b, "x", 6, 5), 0, b.Input("idx", ir.Int64, 2, 5)) }},
+	{"gather/last", func(b *ir.Builder) ir.TensorID {
+		return b.Gather(prm(b, "x", 3, 6, 5), 2, b.Input("idx", ir.Int64, 3, 6, 8))
+	}},
 	// Normalisations over the last dim.
 	{"rms_norm", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(prm(b, "x", 6, 5), prm(b, "w", 5), 1e-6) }},
 	{"rms_norm/rank3", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(prm(b, "x", 3, 6, 5), prm(b, "w", 5), 1e-6) }},
@@ -342,7 +351,8 @@ func TestEveryRuleMatchesSingleDevice(t *testing.T) {
 	for _, r := range []string{"conv2d/split-groups",
 		"add/split-broadcast", "mul/split-broadcast", "sub/split-broadcast", "div/split-broadcast", "masked_fill/split-broadcast",
 		"add/partial", "sub/partial", "mul/partial-left", "mul/partial-right", "div/partial-left", "masked_fill/partial",
-		"neg/partial", "mul_scalar/partial", "mean/split-reduced", "mean/partial", "mean/split", "var/split", "amax/split"} {
+		"neg/partial", "mul_scalar/partial", "mean/split-reduced", "mean/partial", "mean/split", "var/split", "amax/split",
+		"gather/split", "gather/partial"} {
 		if coveredRule[r] == 0 {
 			t.Errorf("rule %s: never verified", r)
 		}

@@ -471,3 +471,40 @@ func TestImportRepeatInterleave(t *testing.T) {
 		t.Errorf("repeats as a tensor: err %v; want it refused", err)
 	}
 }
+
+// gather by an int64 buffer of x's rank: one gather op on the normalised
+// dim, the buffer a state tensor; sparse_grad, a float index and an index
+// smaller than x off the gathered dim are refused naming the problem.
+func TestImportGather(t *testing.T) {
+	doc := func(args, ishape, out string) []byte {
+		return []byte(`{"format":"hap.aten","version":1,"name":"ga","torch":"1.13.1",
+"placeholders":[{"name":"w","kind":"param","dtype":"float32","shape":[2,3,4]},{"name":"pick","kind":"buffer","dtype":"int64","shape":` + ishape + `}],
+"nodes":[{"name":"ga","op":"aten.gather.default","args":[{"t":"w"},` + args + `],"outputs":[{"dtype":"float32","shape":` + out + `}],"module":""},
+{"name":"s","op":"aten.sum.default","args":[{"t":"ga"}],"outputs":[{"dtype":"float32","shape":[]}],"module":""}],
+"loss":"s"}`)
+	}
+	r, err := Import(doc(`-2,{"t":"pick"}`, `[2,5,4]`, `[2,5,4]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := r.Graph
+	var gat *ir.Op
+	for i := range g.Ops {
+		if g.Ops[i].Kind == ir.OpGather {
+			gat = &g.Ops[i]
+		}
+	}
+	if gat == nil || gat.Attrs.Axis != 1 || g.Tensors[gat.Inputs[1]].Kind != ir.State || !g.Tensors[gat.Outputs[0]].Shape.Equal(ir.Shape{2, 5, 4}) {
+		t.Fatalf("gather %+v; want one gather along dim 1 by the state tensor pick", gat)
+	}
+	for _, c := range []struct{ args, ishape, out, want string }{
+		{`1,{"t":"pick"},true`, `[2,5,4]`, `[2,5,4]`, "sparse_grad"},
+		{`1,{"t":"pick"}`, `[2,5,3]`, `[2,5,3]`, "differs from x [2,3,4] on dim 2"},
+		{`1,{"t":"pick"}`, `[2,5]`, `[2,5]`, "rank 2; want x's rank 3"},
+		{`3,{"t":"pick"}`, `[2,5,4]`, `[2,5,4]`, "dim 3 out of range"},
+	} {
+		if _, err := Import(doc(c.args, c.ishape, c.out)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gather(w, %s) by %s: err %v; want %q", c.args, c.ishape, err, c.want)
+		}
+	}
+}

@@ -151,3 +151,50 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+// gatherOp imports torch.gather(x, dim, index, sparse_grad=False): index an
+// int64 buffer or input (a view of one) of x's rank, whose values are
+// unknown until the step runs, with x's size on every dim but dim; hap's
+// gather is dense, and its gradient a scatter-add into x's shape.
+func gatherOp(c *conv, n *Node) ([]*val, error) {
+	x, xv, err := c.inMat(n, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	d, err := intArg(n, 1, "dim", 0)
+	if err != nil {
+		return nil, err
+	}
+	iv, err := c.in(n, 2, "index")
+	if err != nil {
+		return nil, err
+	}
+	sparse, err := boolArg(n, 3, "sparse_grad", false)
+	if err != nil {
+		return nil, err
+	}
+	if sparse {
+		return nil, errors.New("gather with sparse_grad=True; hap's gradient is dense (a scatter-add into x's shape): drop sparse_grad")
+	}
+	xs, is := ir.Shape(xv.spec.Shape), ir.Shape(iv.spec.Shape)
+	d, err = normDim(d, len(xs))
+	if err != nil {
+		return nil, err
+	}
+	if iv.spec.DType != "int64" {
+		return nil, fmt.Errorf("gather index is %s%v; want int64", iv.spec.DType, is)
+	}
+	if len(is) != len(xs) {
+		return nil, fmt.Errorf("gather index %v has rank %d; want x's rank %d (x is %v)", is, len(is), len(xs), xs)
+	}
+	for k := range xs {
+		if k != d && is[k] != xs[k] {
+			return nil, fmt.Errorf("gather index %v differs from x %v on dim %d; hap gathers with an index of x's size on every dim but dim %d (slice x to the index's size first)", is, xs, k, d)
+		}
+	}
+	index, err := c.mat(iv)
+	if err != nil {
+		return nil, err
+	}
+	return one(plain(c.b.Gather(x, d, index))), nil
+}

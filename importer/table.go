@@ -55,6 +55,7 @@ func Table() []Entry {
 		{"aten.exp.default", "`exp`", unary(ir.OpExp)},
 		{"aten.expand.default", "`reshape` when it only adds size-1 dims; a broadcast an `add` may take as `bias`", expand},
 		{"aten.flatten.using_ints", "`reshape`", reshape},
+		{"aten.gather.default", "`gather` (the index an int64 buffer or input of x's rank, x's size on every dim but `dim`; not `sparse_grad`)", gatherOp},
 		{"aten.gelu.default", "`gelu` (exact only)", gelu},
 		{"aten.hardsigmoid.default", "`hardsigmoid`", unary(ir.OpHardSigmoid)},
 		{"aten.hardswish.default", "`hardswish`", unary(ir.OpHardSwish)},

@@ -154,6 +154,7 @@ func Kinds() []OpKind {
 	ks = append(ks, poolKinds()...)
 	ks = append(ks, batchNormKinds()...)
 	ks = append(ks, arithKinds()...)
+	ks = append(ks, gatherKinds()...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
@@ -278,6 +279,9 @@ func lookup(k OpKind) (opDef, bool) {
 		return d, true
 	}
 	if d, ok := lookupLlama(k); ok {
+		return d, true
+	}
+	if d, ok := lookupGather(k); ok {
 		return d, true
 	}
 	return lookupArith(k)

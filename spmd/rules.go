@@ -109,6 +109,21 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 			add("split-features", []Layout{I, G(1, s)}, []Layout{G(last, s)})
 			add("vocab-parallel", []Layout{I, G(0, s)}, []Layout{R})
 		}
+	case ir.OpGather:
+		// Any dim but the gathered one splits x, the index and the output
+		// alike: out[…, j, …] reads x only at the same position of every
+		// other dim, so each device gathers from its own piece. Splitting
+		// x along Axis has no local rule: a device's positions point
+		// anywhere along the whole dim, so its piece of x would not hold
+		// them (it would need the dim gathered first, which the planner
+		// does by choosing replicated). Gather is linear in x, so partial
+		// sums pass through with the index whole.
+		forDims(len(out[0]), func(d, s int) {
+			if d != a.Axis {
+				add("split", []Layout{G(d, s), G(d, s)}, []Layout{G(d, s)})
+			}
+		})
+		add("partial", []Layout{R, I}, []Layout{R})
 	case ir.OpReshape:
 		reshapeRules(in[0], out[0], add, segs)
 		add("partial", []Layout{R}, []Layout{R})

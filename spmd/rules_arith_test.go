@@ -11,7 +11,8 @@ import (
 // The rules of the broadcasting and reducing ops name the layouts their
 // shapes call for: a broadcast operand stays whole where it lacks a dim or
 // stretches size 1 over it, a kept dim's output position shifts when the
-// reduced dims before it are dropped, and only mean splits a reduced dim.
+// reduced dims before it are dropped, and only mean splits a reduced dim;
+// gather splits every dim but the gathered one.
 // (executor's TestEveryRuleMatchesSingleDevice runs them all.)
 func TestArithRuleLayouts(t *testing.T) {
 	segs := []spmd.Segment{{Name: "d7", Units: 7, Lengths: []int{3, 4}}, {Name: "d5", Units: 5, Lengths: []int{2, 3}}, {Name: "d3", Units: 3, Lengths: []int{1, 2}}}
@@ -70,6 +71,14 @@ func TestArithRuleLayouts(t *testing.T) {
 		{"amax/two", func(b *ir.Builder) ir.TensorID { return b.Amax(b.Param("x", 7, 3, 5), false, 0, 1) }, []string{
 			"replicated: Identity -> Identity",
 			"split: Gather(2,s1) -> Gather(0,s1)",
+		}},
+		{"gather/middle", func(b *ir.Builder) ir.TensorID {
+			return b.Gather(b.Param("x", 7, 3, 5), 1, b.Input("i", ir.Int64, 7, 2, 5))
+		}, []string{
+			"replicated: Identity Identity -> Identity",
+			"split: Gather(0,s0) Gather(0,s0) -> Gather(0,s0)",
+			"split: Gather(2,s1) Gather(2,s1) -> Gather(2,s1)",
+			"partial: Reduce Identity -> Reduce",
 		}},
 		{"rms_norm", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(b.Param("x", 7, 5), b.Param("w", 5), 1e-6) }, []string{
 			"replicated: Identity Identity -> Identity",

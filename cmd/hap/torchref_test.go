@@ -73,6 +73,8 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"testdata/torchref/ops.py:arith", 8, 0},       // broadcasting products and quotients, powers, roots, var, amax, written-out RMSNorm
 		{"testdata/torchref/ops.py:class_token", 8, 0}, // ViT's expanded class token
 		{"testdata/torchref/ops.py:masked", 8, 0},
+		// torch.gather by int64 buffers along dim 1 (repeated positions) and the last dim
+		{"testdata/torchref/ops.py:gathering", 4, 0},
 		{"testdata/torchref/ops.py:indexing", 4, 0}, // index_select by a buffer (embedding into the activation), a literal list (slices)      // bool mask buffers: masked_fill(−∞) fused into attention, where with a number on either side
 		{"llama.py:tiny", 21, 0},                    // RMSNorm, SwiGLU, rotary, grouped-query attention, 2 layers
 		{"torchvision_models.py:mobilenet_v3_small", 142, 1},
@@ -256,6 +258,7 @@ func TestImportedModelsVerifyDistributed(t *testing.T) {
 		"llama.py:tiny:batch=5",
 		"testdata/torchref/ops.py:masked",
 		"testdata/torchref/ops.py:indexing",
+		"testdata/torchref/ops.py:gathering",
 	} {
 		t.Run(strings.SplitN(filepath.Base(factory), ":", 3)[1], func(t *testing.T) {
 			file, fn, _ := strings.Cut(factory, ":")

@@ -298,3 +298,27 @@ class _Indexing(nn.Module):
 
 def indexing():
     return _Indexing(), (torch.randn(3, 6, 6), torch.randint(0, 3, (3,))), _loss
+
+
+class _Gathering(nn.Module):
+    """torch.gather by int64 buffers: along dim 1 (more positions than
+    the dim holds, so they repeat and the gradient's scatter-add sums) and
+    along the last dim of that."""
+
+    def __init__(self, n=3, s=5, d=6, classes=3):
+        super().__init__()
+        self.l = nn.Linear(d, d)
+        self.head = nn.Linear(4, classes)
+        g = torch.Generator().manual_seed(68)
+        self.register_buffer("rows", torch.randint(0, s, (n, 7, d), generator=g))
+        self.register_buffer("cols", torch.randint(0, d, (n, 7, 4), generator=g))
+
+    def forward(self, x):
+        h = torch.tanh(self.l(x))  # [N, S, d]
+        a = torch.gather(h, 1, self.rows)  # [N, 7, d]
+        b = torch.gather(a, -1, self.cols)  # [N, 7, 4]
+        return self.head((b * a[:, :, :4]).sum(1) + b[:, 0])
+
+
+def gathering():
+    return _Gathering(), (torch.randn(3, 5, 6), torch.randint(0, 3, (3,))), _loss
