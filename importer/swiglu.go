@@ -63,7 +63,9 @@ func (c *conv) swigluOf(a, b *val) (*val, bool, error) {
 }
 
 // matSiLU materialises a pending silu that its mul did not take into a
-// swiglu (a mul by a number, a dropout mask or a broadcast operand).
+// swiglu (a mul by a number, a dropout mask or a broadcast operand). It is
+// emitted as the mul is translated, so the op is named in the mul's
+// module rather than the silu's.
 func (c *conv) matSiLU(v *val) (ir.TensorID, error) {
 	x, err := c.mat(v.src)
 	if err != nil {
