@@ -107,7 +107,7 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 		{"torchvision_models.py:mobilenet_v3_small", 142, 1},
 		{"torchvision_models.py:vit_narrow", 40, 0},
 		{"torchvision_models.py:resnet18", 62, 0},
-		{"torchvision_models.py:resnet50_check", 161, 0},
+		{"torchvision_models.py:resnet50:batch=8", 161, 0}, // 32×32, as issue 68 asks; batch 8 keeps the last stage's batch norm well conditioned
 		{"torchvision_models.py:convnext_tiny_cifar", 182, 0},
 	} {
 		t.Run(filepath.Base(c.factory), func(t *testing.T) {
