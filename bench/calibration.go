@@ -69,6 +69,7 @@ type CalRow struct {
 	Class       string    `yaml:"class" json:"class,omitempty"`
 	Collective  string    `yaml:"collective" json:"collective,omitempty"`
 	Method      string    `yaml:"method" json:"method,omitempty"`
+	Algorithm   string    `yaml:"algorithm" json:"algorithm,omitempty"`
 	Bytes       float64   `yaml:"bytes" json:"bytes,omitempty"`
 	Suite       string    `yaml:"suite" json:"suite,omitempty"`
 	Quantity    string    `yaml:"quantity" json:"quantity"`
@@ -216,6 +217,9 @@ func setupSummary(r CalRow) string {
 		c := r.Collective
 		if r.Method != "" {
 			c += " (" + r.Method + ")"
+		}
+		if r.Algorithm != "" {
+			c += " " + r.Algorithm
 		}
 		add("%s", c)
 		if r.Cluster != "" {
@@ -582,7 +586,7 @@ func collective(r CalRow) (float64, string, error) {
 	for i := range group {
 		group[i] = i
 	}
-	call := cost.Call{Kind: cost.Collective(r.Collective), Group: group, Method: cost.Method(r.Method)}
+	call := cost.Call{Kind: cost.Collective(r.Collective), Group: group, Method: cost.Method(r.Method), Algorithm: cost.Algorithm(r.Algorithm)}
 	// nccl-tests' size is the message for all-reduce and broadcast, the
 	// whole (gathered or reduced) tensor for all-gather and reduce-scatter.
 	var busFactor float64

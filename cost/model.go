@@ -76,7 +76,7 @@ func New(c *cluster.Cluster, opt Options) (*Model, error) {
 		}
 	}
 	m := &Model{cl: c, precision: prec, nics: c.Inter.NICsPerNode,
-		inter: link{c.Inter.Bandwidth, c.Inter.Latency}}
+		inter: link{c.Inter.Bandwidth * linkEfficiency(c.Inter.Class), c.Inter.Latency}}
 	if lp, ok := prof.link(c.Inter.Class); ok && len(c.Nodes) > 1 {
 		m.inter = lp.apply(m.inter)
 	}
