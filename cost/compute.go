@@ -259,6 +259,25 @@ func (m *Model) ComputeTime(dev int, w ir.Work) float64 {
 	return t + LaunchOverhead(w)
 }
 
+// FixedTime is the part of ComputeTime(dev, w) that does not shrink with the work: the launch
+// overhead, and the small-kernel fill time when the FLOPs bound the kernel. A planner that prices a
+// device's shard of an op as its share of the whole op's time adds this part once instead of scaling
+// it (package encode), as the simulator prices each shard's kernel whole.
+func (m *Model) FixedTime(dev int, w ir.Work) float64 {
+	if !(w.FLOPs > 0) && !(w.Bytes > 0) {
+		return 0
+	}
+	fixed := LaunchOverhead(w)
+	d := &m.devs[dev]
+	if _, measured := d.measured[w.Class]; w.FLOPs > 0 && !measured && sizeDependent(w.Class) {
+		tf := w.FLOPs/d.flopRate(w.Class) + SmallKernelFillTime
+		if tb := math.Max(w.Bytes, 0) / d.memBW; tf >= tb {
+			fixed += SmallKernelFillTime
+		}
+	}
+	return fixed
+}
+
 // KernelTime is ComputeTime without the launch overhead: the kernel's time on the device, as a
 // profiler's device timer would measure it.
 func (m *Model) KernelTime(dev int, w ir.Work) float64 {
