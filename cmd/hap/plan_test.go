@@ -144,8 +144,15 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 func TestSimulateSearchesTheOrder(t *testing.T) {
 	dir := t.TempDir()
 	tiny, f := filepath.Join(dir, "tiny.json"), filepath.Join(dir, "plan.json")
+	// mlp-tiny is hap's own plan (one V100: no collective to reorder); its
+	// dp-ev plan's all-reduces now gain by a reorder, their base latencies
+	// and 25 µs network steps being most of its step (issue 69's costs).
 	for model, file := range map[string]string{"mlp-tiny": tiny, "mlp": f} {
-		if code, _, errs := runCLI("plan", "--model", model, "--cluster", "paper-8", "--strategy", "dp-ev", "-o", file); code != 0 {
+		args := []string{"plan", "--model", model, "--cluster", "paper-8", "-o", file}
+		if model == "mlp" {
+			args = append(args, "--strategy", "dp-ev")
+		}
+		if code, _, errs := runCLI(args...); code != 0 {
 			t.Fatalf("plan %s: %d %s", model, code, errs)
 		}
 	}
@@ -449,11 +456,15 @@ func TestPlanRecordsTheSolverTimeOnRequest(t *testing.T) {
 }
 
 // demoStepCeiling is the step time above which the demo's plan (bert-base
-// on paper-16, batch 512) counts as a regression: 1% above the 0.8342 s
-// measured when the segment moves landed (docs/planner.md). The search is
+// on paper-16, batch 512) counts as a regression: 1% above the 1.1617 s
+// measured with the calibrated cost model of issue 69 (0.8342 s before it,
+// when the segment moves landed, docs/planner.md: the model now charges
+// every kernel's launch, small kernels' fill time, a base latency per
+// collective, and Ethernet at 55% of its line rate, so every plan on
+// paper-16 is slower; dp-ev went from 1.24 s to 1.69 s). The search is
 // node-limited, so the plan, and its time, are the same on any machine;
 // a change to the cost model moves it and must update this with a reason.
-const demoStepCeiling = 0.8342 * 1.01
+const demoStepCeiling = 1.1617 * 1.01
 
 // The issue's acceptance: `hap plan --model bert-base --cluster paper-16
 // --json` is at least as fast as dp-ev, dp-cp and megatron under the same
@@ -880,16 +891,16 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
 		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
 		// Every device: the transport LP, counting the 10 Gb/s network,
-		// proves seven times the plan on one V100 before it is stopped.
-		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.158 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		// proves 2.5 times the plan on one V100 before it is stopped.
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.758 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
 		"  ← the plan",
-		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
+		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.7740 ms, its ideal compute time",
 		"(in the order searched, the likeliest first,",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
 		// The V100s together, a set of one GPU type (--devices types).
-		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.4593 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
-		"No plan on any set weighed is faster: the least of their bounds, 0.1651 ms, is this plan's estimate.",
+		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.8301 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		"No plan on any set weighed is faster: the least of their bounds, 0.7141 ms, is this plan's estimate.",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
@@ -904,7 +915,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if err := explainDeviceSets(&table, &reordered); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
+	if !strings.Contains(table.String(), " in list order; 0.35") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
 		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
 	}
 	// A set whose bound is below the plan: the table says how far any
@@ -916,13 +927,13 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if err := explainDeviceSets(&gapped, &loose); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.08") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
+	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.35") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
 		t.Errorf("the devices table does not bound the sets weighed:\n%s", gapped.String())
 	}
 	if testing.Verbose() {
 		t.Log(table.String())
 	}
-	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
+	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.7141 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
 		t.Errorf("simulate: %d %s %s", code, errs, out)
 	}
 	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices") {
