@@ -74,6 +74,11 @@ func TestPaperPlansVerify(t *testing.T) {
 // some searches and not others after them; the shortcut gives the same
 // program, shares and cost with fewer expansions.
 func TestPaperBeamAfterACapKeepsThePlan(t *testing.T) {
+	// Under the calibrated cost model (issue 69) no search of
+	// bert-moe-tiny on paper-64 caps ("the case no longer has an uncapped
+	// search after a capped one"): the case needs replacing by one whose
+	// searches cap, not a looser check.
+	t.Skip("issue 69: bert-moe-tiny on paper-64 no longer caps a paper search under the calibrated cost model; a new case is needed")
 	in, err := LoadInputs("bert-moe-tiny", models.Options{}, "paper-64")
 	if err != nil {
 		t.Fatal(err)
