@@ -136,9 +136,16 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64, opt *
 			t.Errorf("case %d: TransportLP capped, pinned to the optimum's program: %.9g s, want at most its cost %.9g s (memory rows %v)", i, c, br.Seconds, o.Memory)
 		}
 	}
+	// The work LP bounds the optimum. It is not always below the
+	// transport LP: since the launch overheads (issue 69) a step of these
+	// cases is mostly fixed compute every device pays, which the work LP
+	// charges whole while the transport LP's relaxation charged less of
+	// it (the tied-weight cases: 227.5 µs of compute on each device, the
+	// transport LP 217.0 µs); the synthesizer reports the higher of the
+	// two (liftBound).
 	work := workBound(context.Background(), e)
-	if above(work, want) || above(work, noMemory) || !(work > 0) {
-		t.Errorf("case %d: work LP %.9g s: want in (0, the optimum %.9g], and no higher than the transport LP without memory %.9g", i, work, want, noMemory)
+	if above(work, want) || !(work > 0) {
+		t.Errorf("case %d: work LP %.9g s: want in (0, the optimum %.9g]", i, work, want)
 	}
 	return above(withMemory, plain)
 }
