@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"hap/ir"
@@ -14,6 +15,13 @@ func execAct[F Float](op *ir.Op, in, out []*Tensor[F]) (ok bool, err error) {
 	switch op.Kind {
 	case ir.OpSiLU:
 		mapf(in[0], out[0], func(x F) F { return F(float64(x) * sigmoid(float64(x))) })
+	case ir.OpSwiGLU:
+		return true, zip(in[0], in[1], out[0], func(g, u F) F {
+			v := float64(g)
+			return F(v * sigmoid(v) * float64(u))
+		})
+	case ir.OpSwiGLUGrad:
+		return true, swigluGrad(in[0], in[1], in[2], out[0], out[1])
 	case ir.OpHardSwish:
 		mapf(in[0], out[0], func(x F) F { return F(float64(x) * hardSigmoid(float64(x))) })
 	case ir.OpHardSigmoid:
@@ -37,6 +45,25 @@ func execAct[F Float](op *ir.Op, in, out []*Tensor[F]) (ok bool, err error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// swigluGrad is swiglu's backward in one pass: with s = σ(gate), dgate =
+// dy·up·s·(1 + gate·(1 − s)) (silu's slope times up) and dup =
+// dy·gate·s (silu(gate)), in float64 whatever F is.
+func swigluGrad[F Float](gate, up, dy, dgate, dup *Tensor[F]) error {
+	n := len(gate.Data)
+	for _, t := range []*Tensor[F]{up, dy, dgate, dup} {
+		if len(t.Data) != n {
+			return fmt.Errorf("swiglu_grad: element counts differ: gate has %d, another operand %d", n, len(t.Data))
+		}
+	}
+	for i := range gate.Data {
+		v, u, d := float64(gate.Data[i]), float64(up.Data[i]), float64(dy.Data[i])
+		s := sigmoid(v)
+		dgate.Data[i] = F(d * u * s * (1 + v*(1-s)))
+		dup.Data[i] = F(d * v * s)
+	}
+	return nil
 }
 
 // hardSigmoidSlope is PyTorch's slope of hardsigmoid, 1.0f/6.0f: aten's

@@ -49,6 +49,14 @@ var gradCases = []gradCase{
 	{"sigmoid", func(b *ir.Builder) ir.TensorID { return b.Sigmoid(p(b, "x", 5, 4)) }},
 	{"tanh", func(b *ir.Builder) ir.TensorID { return b.Tanh(p(b, "x", 5, 4)) }},
 	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(p(b, "x", 5, 4)) }},
+	{"swiglu", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(p(b, "gate", 5, 4), p(b, "up", 5, 4)) }},
+	// The same tensor as gate and up: the two gradients sum.
+	{"swiglu/same-operand", func(b *ir.Builder) ir.TensorID { x := p(b, "x", 3, 4); return b.SwiGLU(x, x) }},
+	// Gates scaled past ±2.4, where silu's slope has its extrema (−0.1
+	// and 1.1), so both signs of the slope and of its change are met.
+	{"swiglu/wide-gates", func(b *ir.Builder) ir.TensorID {
+		return b.SwiGLU(b.MulScalar(p(b, "gate", 2, 3, 4), 6), p(b, "up", 2, 3, 4))
+	}},
 	// Scaled so that values fall on both sides of the kinks at ±3.
 	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},
 	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(b.Add(p(b, "x", 5, 4), p(b, "y", 5, 4))) }},

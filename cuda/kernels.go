@@ -72,6 +72,8 @@ var kernelSigs = []KernelSig{
 	{"hardswish", []ParamKind{PConstT, PT, PI64}},
 	{"hardsigmoid", []ParamKind{PConstT, PT, PI64}},
 	{"silu_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"swiglu", []ParamKind{PConstT, PConstT, PT, PI64}},
+	{"swiglu_grad", []ParamKind{PConstT, PConstT, PConstT, PT, PT, PI64}},
 	{"hardswish_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"hardsigmoid_grad", []ParamKind{PConstT, PConstT, PT, PI64}},
 	{"add", []ParamKind{PConstT, PConstT, PT, PI64}},

@@ -13,6 +13,9 @@ __device__ __forceinline__ A h_hardsigmoid(A v) {
 extern "C" __global__ void K(silu)(const T* x, T* y, long long n) {
 	GRID_STRIDE(i, n) { A v = (A)x[i]; y[i] = (T)(v / ((A)1 + h_exp(-v))); }
 }
+extern "C" __global__ void K(swiglu)(const T* g, const T* u, T* y, long long n) {
+	GRID_STRIDE(i, n) { A v = (A)g[i]; y[i] = (T)(v / ((A)1 + h_exp(-v)) * (A)u[i]); }
+}
 extern "C" __global__ void K(hardswish)(const T* x, T* y, long long n) {
 	GRID_STRIDE(i, n) { A v = (A)x[i]; y[i] = (T)(v * h_hardsigmoid(v)); }
 }
@@ -24,6 +27,17 @@ extern "C" __global__ void K(silu_grad)(const T* x, const T* dy, T* dx, long lon
 		A v = (A)x[i];
 		A s = (A)1 / ((A)1 + h_exp(-v));
 		dx[i] = (T)((A)dy[i] * s * ((A)1 + v * ((A)1 - s)));
+	}
+}
+// swiglu_grad: both gradients from one read of gate, up and dy, σ
+// recomputed (cpu/act.go's swigluGrad).
+extern "C" __global__ void K(swiglu_grad)(const T* g, const T* u, const T* dy, T* dg, T* du, long long n) {
+	GRID_STRIDE(i, n) {
+		A v = (A)g[i];
+		A s = (A)1 / ((A)1 + h_exp(-v));
+		A d = (A)dy[i];
+		dg[i] = (T)(d * (A)u[i] * s * ((A)1 + v * ((A)1 - s)));
+		du[i] = (T)(d * v * s);
 	}
 }
 extern "C" __global__ void K(hardswish_grad)(const T* x, const T* dy, T* dx, long long n) {

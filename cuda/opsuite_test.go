@@ -36,6 +36,14 @@ var opCases = []opCase{
 	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(prm(b, "x", 5, 7)) }},
 	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(prm(b, "x", 5, 7)) }},
 	{"silu_grad", emit2(ir.OpSiLUGrad, ir.Attrs{}, 5, 7)},
+	{"swiglu", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(prm(b, "gate", 5, 7), prm(b, "up", 5, 7)) }},
+	{"swiglu/empty", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(prm(b, "gate", 0, 7), prm(b, "up", 0, 7)) }},
+	{"swiglu_grad", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpSwiGLUGrad, ir.Attrs{}, prm(b, "gate", 3, 5, 7), prm(b, "up", 3, 5, 7), prm(b, "dy", 3, 5, 7))[0]
+	}},
+	{"swiglu_grad/empty", func(b *ir.Builder) ir.TensorID {
+		return b.Emit(ir.OpSwiGLUGrad, ir.Attrs{}, prm(b, "gate", 0, 7), prm(b, "up", 0, 7), prm(b, "dy", 0, 7))[0]
+	}},
 	{"hardswish_grad", emit2(ir.OpHardSwishGrad, ir.Attrs{}, 5, 7)},
 	{"hardsigmoid_grad", emit2(ir.OpHardSigmoidGrad, ir.Attrs{}, 5, 7)},
 	{"add", func(b *ir.Builder) ir.TensorID { return b.Add(prm(b, "a", 130), prm(b, "b", 130)) }},

@@ -271,8 +271,13 @@ func (p *planner) op(op *ir.Op, ins, outs []*ir.Tensor) error {
 	case ir.OpReLU, ir.OpGELU, ir.OpSigmoid, ir.OpTanh, ir.OpSiLU, ir.OpHardSwish, ir.OpHardSigmoid:
 		return unary(string(op.Kind))
 	case ir.OpReLUGrad, ir.OpGELUGrad, ir.OpSigmoidGrad, ir.OpTanhGrad,
-		ir.OpSiLUGrad, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad:
+		ir.OpSiLUGrad, ir.OpHardSwishGrad, ir.OpHardSigmoidGrad, ir.OpSwiGLU:
 		return binary(string(op.Kind))
+	case ir.OpSwiGLUGrad:
+		if n == 0 {
+			return nil
+		}
+		return p.launch("swiglu_grad", dt, p.elemGrid(n), in(0), in(1), in(2), out(0), out(1), n)
 	case ir.OpAdd, ir.OpMul, ir.OpSub, ir.OpDiv, ir.OpMaskedFill, ir.OpNeg, ir.OpExp, ir.OpLog, ir.OpSqrt,
 		ir.OpRsqrt, ir.OpReciprocal, ir.OpPowScalar, ir.OpAddScalar, ir.OpMulScalar, ir.OpMean, ir.OpVar,
 		ir.OpAmax, ir.OpAmaxGrad, ir.OpRMSNorm, ir.OpRMSNormGrad, ir.OpLayerNormBare, ir.OpLayerNormBareGrad:

@@ -48,6 +48,8 @@ var ruleCases = []ruleCase{
 	{"sigmoid", func(b *ir.Builder) ir.TensorID { return b.Sigmoid(prm(b, "x", 6, 5)) }},
 	{"tanh", func(b *ir.Builder) ir.TensorID { return b.Tanh(prm(b, "x", 6, 5)) }},
 	{"silu", func(b *ir.Builder) ir.TensorID { return b.SiLU(prm(b, "x", 6, 5)) }},
+	{"swiglu", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(prm(b, "gate", 6, 5), prm(b, "up", 6, 5)) }},
+	{"swiglu/rank3", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(prm(b, "gate", 3, 6, 5), prm(b, "up", 3, 6, 5)) }},
 	{"hardswish", func(b *ir.Builder) ir.TensorID { return b.HardSwish(prm(b, "x", 6, 5)) }},
 	{"hardsigmoid", func(b *ir.Builder) ir.TensorID { return b.HardSigmoid(prm(b, "x", 6, 5)) }},
 	{"dropout", func(b *ir.Builder) ir.TensorID { return b.Dropout(prm(b, "x", 6, 5), 0.4) }},
@@ -352,7 +354,7 @@ func TestEveryRuleMatchesSingleDevice(t *testing.T) {
 		"add/split-broadcast", "mul/split-broadcast", "sub/split-broadcast", "div/split-broadcast", "masked_fill/split-broadcast",
 		"add/partial", "sub/partial", "mul/partial-left", "mul/partial-right", "div/partial-left", "masked_fill/partial",
 		"neg/partial", "mul_scalar/partial", "mean/split-reduced", "mean/partial", "mean/split", "var/split", "amax/split",
-		"gather/split", "gather/partial"} {
+		"gather/split", "gather/partial", "swiglu/split", "swiglu/partial-up"} {
 		if coveredRule[r] == 0 {
 			t.Errorf("rule %s: never verified", r)
 		}

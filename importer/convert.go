@@ -66,6 +66,7 @@ const (
 	lzHalf                      // src[..., half] of its last dim: scale 0 the first, 1 the second (rotary.go)
 	lzRotHalf                   // rotate_half(src) = cat(−src2, src1)
 	lzTableMul                  // q · k, a [S, d] table k broadcast over q [..., S, d]
+	lzSiLU                      // silu(src), pending the mul that may make it swiglu (swiglu.go)
 )
 
 // val is one raw tensor's translation.
@@ -95,6 +96,10 @@ type conv struct {
 	vals   map[string]*val
 	labels map[string]bool   // input placeholders used as nll targets
 	inits  map[string]string // param placeholders' initialisers, by use
+	// readers lists, for each tensor of the trace, the op of every node
+	// argument naming it (twice for a node reading it twice), and "" for
+	// the loss: what a pattern that fuses a tensor away asks of its uses.
+	readers map[string][]string
 	// clobbered names the values an in-place op overwrote, and by what.
 	clobbered map[string]string
 	notes     []*note
@@ -112,6 +117,7 @@ func Translate(d *Doc) (*Result, error) {
 		vals:      map[string]*val{},
 		labels:    map[string]bool{},
 		inits:     map[string]string{},
+		readers:   map[string][]string{},
 		clobbered: map[string]string{},
 		entries:   map[string]Entry{},
 	}
@@ -126,6 +132,7 @@ func Translate(d *Doc) (*Result, error) {
 		c.vals[p.Name] = &val{spec: Spec{DType: p.DType, Shape: p.Shape}, id: ir.NoTensor, kind: lzLeaf, leaf: p}
 	}
 	c.prescan(d)
+	c.readers[d.Loss] = append(c.readers[d.Loss], "")
 	for i := range d.Nodes {
 		n := &d.Nodes[i]
 		c.node = n
@@ -247,8 +254,8 @@ func (c *conv) checkRead(a any) error {
 }
 
 // prescan finds which int64 inputs are labels (they reach an nll target
-// through views) and how parameters should start (layer-norm scales at one,
-// shifts at zero, embedding tables normal).
+// through views), how parameters should start (layer-norm scales at one,
+// shifts at zero, embedding tables normal), and every tensor's readers.
 func (c *conv) prescan(d *Doc) {
 	root := map[string]string{}
 	for _, p := range d.Placeholders {
@@ -258,12 +265,29 @@ func (c *conv) prescan(d *Doc) {
 		r, _ := tensorRef(a)
 		return root[r]
 	}
+	var read func(op string, a any)
+	read = func(op string, a any) {
+		switch a := a.(type) {
+		case []any:
+			for _, x := range a {
+				read(op, x)
+			}
+		case map[string]any:
+			if r, ok := tensorRef(a); ok {
+				c.readers[r] = append(c.readers[r], op)
+			}
+		}
+	}
 	for _, n := range d.Nodes {
 		var ts []string
 		for _, a := range n.Args {
 			if r, ok := tensorRef(a); ok {
 				ts = append(ts, r)
 			}
+			read(n.Op, a)
+		}
+		for _, a := range n.Kwargs {
+			read(n.Op, a)
 		}
 		if len(ts) == 1 && len(n.Outputs) == 1 {
 			root[n.Name] = root[ts[0]]
@@ -428,6 +452,8 @@ func (c *conv) mat1(v *val) (ir.TensorID, error) {
 		return ir.NoTensor, fmt.Errorf("uses %s, which hap does not compute", v.what)
 	case lzHalf, lzRotHalf, lzTableMul:
 		return c.matRotary(v)
+	case lzSiLU:
+		return c.matSiLU(v)
 	}
 	return ir.NoTensor, fmt.Errorf("internal: value kind %d", v.kind)
 }

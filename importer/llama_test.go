@@ -98,7 +98,7 @@ func TestRotaryPiecesOutsideThePattern(t *testing.T) {
 func TestImportLLaMARMSNorm(t *testing.T) {
 	g := importFixture(t, "llama_tiny.aten.json").Graph
 	got := kinds(g)
-	for k, n := range map[ir.OpKind]int{ir.OpRMSNorm: 5, ir.OpPowScalar: 0, ir.OpMean: 0, ir.OpRsqrt: 0, ir.OpFillLike: 0, ir.OpRotary: 4, ir.OpAttention: 2, ir.OpSiLU: 2} {
+	for k, n := range map[ir.OpKind]int{ir.OpRMSNorm: 5, ir.OpPowScalar: 0, ir.OpMean: 0, ir.OpRsqrt: 0, ir.OpFillLike: 0, ir.OpRotary: 4, ir.OpAttention: 2, ir.OpSiLU: 0, ir.OpSwiGLU: 2} {
 		if got[k] != n {
 			t.Errorf("%d %s ops, want %d (all ops: %v)", got[k], k, n, got)
 		}

@@ -71,7 +71,7 @@ func Table() []Entry {
 		{"aten.mean.dim", "`adaptive_avg_pool2d` to 1×1 over H, W of an NCHW tensor; else `mean` (keep-dims as torch says); in RMSNorm's x·rsqrt(mean(x²) + ε)·w, part of `rms_norm`", mean},
 		{"aten.mm.default", "`matmul` (`trans_a`/`trans_b` for `t` operands)", mm},
 		{"aten.mul.Scalar", "a scale, as `div.Scalar`", mul},
-		{"aten.mul.Tensor", "`mul` (operands broadcast; an expand feeding it is dropped); by a dropout mask, `dropout`; by a number, a scale", mul},
+		{"aten.mul.Tensor", "`mul` (operands broadcast; an expand feeding it is dropped); by a dropout mask, `dropout`; by a number, a scale; of a `silu` it alone reads and a tensor of that shape, `swiglu`", mul},
 		{"aten.native_batch_norm.default", "training mode: `reduce_sum`s of x and x·x over all but the channels, `batch_norm`, and `batch_norm_running` updating the running mean and variance (state); the saved statistics are not imported", batchNorm},
 		{"aten.native_dropout.default", "`dropout` (the mask is not imported)", nativeDropout},
 		{"aten.native_layer_norm.default", "`layer_norm` over the last dim; without weight and bias, `layer_norm_bare` (mean and rstd are not imported)", layerNorm},
@@ -87,7 +87,7 @@ func Table() []Entry {
 		{"aten.scaled_dot_product_attention.default", "`attention` (no mask; dropout dropped)", sdpa},
 		{"aten.select.int", "`slice` of one index and `reshape`", selectOp},
 		{"aten.sigmoid.default", "`sigmoid`", unary(ir.OpSigmoid)},
-		{"aten.silu.default", "`silu`; SwiGLU's silu(gate)·up stays `silu` and `mul` (docs/import.md says why)", unary(ir.OpSiLU)},
+		{"aten.silu.default", "`silu`; read only by a `mul` by a tensor of its shape, SwiGLU's silu(gate)·up, `swiglu`", siluOp},
 		{"aten.slice.Tensor", "`slice` (step 1; nothing when it keeps the whole dim)", sliceOp},
 		{"aten.split.Tensor", "`split`", split},
 		{"aten.split_with_sizes.default", "`split`", split},
@@ -815,6 +815,11 @@ func mul(c *conv, n *Node) ([]*val, error) {
 			return one(t), nil
 		}
 		return c.broadcastBinary(ir.OpMul, a, b)
+	}
+	if v, ok, err := c.swigluOf(a, b); err != nil {
+		return nil, err
+	} else if ok {
+		return one(v), nil
 	}
 	x, err := c.mat(a)
 	if err != nil {

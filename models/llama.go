@@ -89,16 +89,16 @@ func llamaAttention(b *ir.Builder, c Config, x, cos, sin ir.TensorID) ir.TensorI
 	return b.MatMul(o, b.Param("wo", d, d))
 }
 
-// swiGLU is LLaMA's feed-forward: w2(silu(x·w1) ⊙ x·w3).
+// swiGLU is LLaMA's feed-forward: w2(silu(x·w1) ⊙ x·w3), the gated
+// product one swiglu op, which keeps x·w1 and x·w3 for the backward but
+// not silu(x·w1): one FFN-wide activation less per layer than silu then
+// mul.
 func swiGLU(b *ir.Builder, c Config, x ir.TensorID) ir.TensorID {
 	defer b.Scope("mlp")()
-	gate := silu(b, b.MatMul(x, b.Param("w1", c.Hidden, c.FFN)))
+	gate := b.MatMul(x, b.Param("w1", c.Hidden, c.FFN))
 	up := b.MatMul(x, b.Param("w3", c.Hidden, c.FFN))
-	return b.MatMul(b.Mul(gate, up), b.Param("w2", c.FFN, c.Hidden))
+	return b.MatMul(b.SwiGLU(gate, up), b.Param("w2", c.FFN, c.Hidden))
 }
-
-// silu is x·sigmoid(x), hap's silu op.
-func silu(b *ir.Builder, x ir.TensorID) ir.TensorID { return b.Emit(ir.OpSiLU, ir.Attrs{}, x)[0] }
 
 // rmsNorm is x·rsqrt(mean(x²) + ε)·w over the last dim, with gain w[d]:
 // hap's rms_norm op.

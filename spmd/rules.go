@@ -86,6 +86,14 @@ func Rules(g *ir.Graph, op *ir.Op, segs []Segment) []Rule {
 		if op.Kind == ir.OpDropout {
 			add("partial", []Layout{R}, []Layout{R})
 		}
+	case ir.OpSwiGLU:
+		// Element i of the output reads element i of gate and of up, so
+		// any dim splits all three alike, as the gate and up projections'
+		// column-parallel rules leave them. The product is linear in up
+		// with gate fixed, so partial sums of up pass through with gate
+		// whole (mul's partial-right, which silu then mul allowed).
+		forDims(len(out[0]), func(d, s int) { add("split", []Layout{G(d, s), G(d, s)}, []Layout{G(d, s)}) })
+		add("partial-up", []Layout{I, R}, []Layout{R})
 	case ir.OpSoftmax, ir.OpLogSoftmax:
 		forDims(len(out[0])-1, func(d, s int) { add("split", []Layout{G(d, s)}, []Layout{G(d, s)}) })
 	case ir.OpBias:

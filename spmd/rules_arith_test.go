@@ -12,7 +12,8 @@ import (
 // shapes call for: a broadcast operand stays whole where it lacks a dim or
 // stretches size 1 over it, a kept dim's output position shifts when the
 // reduced dims before it are dropped, and only mean splits a reduced dim;
-// gather splits every dim but the gathered one.
+// gather splits every dim but the gathered one; swiglu splits gate, up and
+// the output alike on any dim and passes partial sums of up.
 // (executor's TestEveryRuleMatchesSingleDevice runs them all.)
 func TestArithRuleLayouts(t *testing.T) {
 	segs := []spmd.Segment{{Name: "d7", Units: 7, Lengths: []int{3, 4}}, {Name: "d5", Units: 5, Lengths: []int{2, 3}}, {Name: "d3", Units: 3, Lengths: []int{1, 2}}}
@@ -79,6 +80,13 @@ func TestArithRuleLayouts(t *testing.T) {
 			"split: Gather(0,s0) Gather(0,s0) -> Gather(0,s0)",
 			"split: Gather(2,s1) Gather(2,s1) -> Gather(2,s1)",
 			"partial: Reduce Identity -> Reduce",
+		}},
+		{"swiglu", func(b *ir.Builder) ir.TensorID { return b.SwiGLU(b.Param("g", 7, 3, 5), b.Param("u", 7, 3, 5)) }, []string{
+			"replicated: Identity Identity -> Identity",
+			"split: Gather(0,s0) Gather(0,s0) -> Gather(0,s0)",
+			"split: Gather(1,s2) Gather(1,s2) -> Gather(1,s2)",
+			"split: Gather(2,s1) Gather(2,s1) -> Gather(2,s1)",
+			"partial-up: Identity Reduce -> Reduce",
 		}},
 		{"rms_norm", func(b *ir.Builder) ir.TensorID { return b.RMSNorm(b.Param("x", 7, 5), b.Param("w", 5), 1e-6) }, []string{
 			"replicated: Identity Identity -> Identity",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"hap/ir"
 	"hap/torchref"
 )
 
@@ -34,6 +35,26 @@ func importWithReference(t *testing.T, py, factory string) (graph, ref string) {
 	return graph, ref
 }
 
+// countKind reads an imported graph and counts its ops of kind k.
+func countKind(t *testing.T, graph string, k ir.OpKind) int {
+	t.Helper()
+	data, err := os.ReadFile(graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ir.DecodeJSON(data)
+	if err != nil {
+		t.Fatalf("%s: %v", graph, err)
+	}
+	n := 0
+	for i := range g.Ops {
+		if g.Ops[i].Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
 // checkAgainstTorch runs hap verify --against-torch --json and returns the
 // exit code, the report and stderr.
 func checkAgainstTorch(t *testing.T, graph, ref string) (int, *torchref.Report, string) {
@@ -50,9 +71,15 @@ func checkAgainstTorch(t *testing.T, graph, ref string) (int, *torchref.Report, 
 }
 
 // hap's single-device float64 step on each imported example, from
-// PyTorch's weights and batch, gives PyTorch's loss and gradients.
+// PyTorch's weights and batch, gives PyTorch's loss and gradients. The
+// examples with silu(a)·b import it as swiglu ops, and no other does.
 func TestAgainstTorchEndToEnd(t *testing.T) {
 	py := torchPython(t)
+	swiglus := map[string]int{
+		"testdata/torchref/ops.py:mobile": 1, // silu(bn(h)) · hardsigmoid(h)
+		"testdata/torchref/ops.py:swiglu": 1,
+		"llama.py:tiny":                   2, // one a layer
+	}
 	for _, c := range []struct {
 		factory  string
 		grads    int // parameter tensors
@@ -85,6 +112,9 @@ func TestAgainstTorchEndToEnd(t *testing.T) {
 	} {
 		t.Run(filepath.Base(c.factory), func(t *testing.T) {
 			graph, ref := importWithReference(t, py, c.factory)
+			if n := countKind(t, graph, ir.OpSwiGLU); n != swiglus[c.factory] {
+				t.Errorf("%d swiglu ops imported; want %d", n, swiglus[c.factory])
+			}
 			code, rep, errs := checkAgainstTorch(t, graph, ref)
 			if code != 0 || rep == nil {
 				t.Fatalf("verify --against-torch: exit %d: %s", code, errs)
