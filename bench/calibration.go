@@ -15,6 +15,7 @@ import (
 
 	"hap/cluster"
 	"hap/cost"
+	"hap/devprog"
 	"hap/ir"
 	"hap/lower"
 	"hap/models"
@@ -68,6 +69,7 @@ type CalRow struct {
 	Class       string    `yaml:"class" json:"class,omitempty"`
 	Collective  string    `yaml:"collective" json:"collective,omitempty"`
 	Method      string    `yaml:"method" json:"method,omitempty"`
+	Algorithm   string    `yaml:"algorithm" json:"algorithm,omitempty"`
 	Bytes       float64   `yaml:"bytes" json:"bytes,omitempty"`
 	Suite       string    `yaml:"suite" json:"suite,omitempty"`
 	Quantity    string    `yaml:"quantity" json:"quantity"`
@@ -216,6 +218,9 @@ func setupSummary(r CalRow) string {
 		if r.Method != "" {
 			c += " (" + r.Method + ")"
 		}
+		if r.Algorithm != "" {
+			c += " " + r.Algorithm
+		}
 		add("%s", c)
 		if r.Cluster != "" {
 			add("%s", r.Cluster)
@@ -230,6 +235,9 @@ func setupSummary(r CalRow) string {
 	case "rate":
 		add("%s", r.Device)
 		add("%s", r.Class)
+		if r.Model != "" {
+			add("over a %s step, batch %d", r.Model, r.BatchPerGPU)
+		}
 	case "speedup":
 		add("%s suite", r.Suite)
 	}
@@ -293,20 +301,10 @@ func rowCluster(r CalRow, device string) (*cluster.Cluster, error) {
 	return c, nil
 }
 
-// precisionOf maps a row's precision to the cost model's. TF32 has no rate
-// of its own in the model: it is priced as FP32, and the note says so.
+// precisionOf maps a row's precision to the cost model's.
 func precisionOf(p string) (cost.Precision, string, error) {
-	switch p {
-	case "", "fp32":
-		return cost.FP32, "", nil
-	case "tf32":
-		return cost.FP32, "tf32 priced as fp32 (the cost model has no TF32 rate)", nil
-	case "fp16":
-		return cost.FP16, "", nil
-	case "bf16":
-		return cost.BF16, "", nil
-	}
-	return "", "", fmt.Errorf("unknown precision %q", p)
+	prec, err := cost.ParsePrecision(p)
+	return prec, "", err
 }
 
 func predict(ctx context.Context, r CalRow) (float64, string, error) {
@@ -334,23 +332,19 @@ func predict(ctx context.Context, r CalRow) (float64, string, error) {
 		}
 		return slow / fast, note, nil
 	case "rate":
-		c, err := rowCluster(CalRow{ID: r.ID, Intra: "nvlink-h100"}, r.Device)
-		if err != nil {
-			return 0, "", err
-		}
-		prec, note, err := precisionOf(r.Precision)
-		if err != nil {
-			return 0, "", err
-		}
-		m, err := cost.New(c, cost.Options{Precision: prec, NoProfile: true})
-		if err != nil {
-			return 0, "", err
-		}
 		switch r.Quantity {
 		case "flop_rate":
-			return m.FLOPRate(0, r.Class) / 1e12, note, unitIs(r, "TFLOP/s")
+			rate, err := classRate(ctx, r)
+			if err != nil {
+				return 0, "", err
+			}
+			return rate / 1e12, "", unitIs(r, "TFLOP/s")
 		case "mem_bandwidth":
-			return m.MemBandwidth(0) / 1e12, note, unitIs(r, "TB/s")
+			m, err := rowModel(CalRow{ID: r.ID, Intra: "nvlink-h100", Precision: r.Precision}, r.Device)
+			if err != nil {
+				return 0, "", err
+			}
+			return m.MemBandwidth(0) / 1e12, "", unitIs(r, "TB/s")
 		}
 	case "collective":
 		return collective(r)
@@ -370,58 +364,127 @@ func unitIs(r CalRow, unit string) error {
 // trainStep is one data-parallel (dp-ev) training step of the row's model
 // on the row's cluster of device, simulated, in seconds.
 func trainStep(ctx context.Context, r CalRow, device string) (float64, string, error) {
-	c, err := rowCluster(r, device)
+	m, err := rowModel(r, device)
 	if err != nil {
 		return 0, "", err
 	}
-	prec, note, err := precisionOf(r.Precision)
-	if err != nil {
-		return 0, "", err
-	}
-	m, err := cost.New(c, cost.Options{Precision: prec, NoProfile: true})
-	if err != nil {
-		return 0, "", err
-	}
-	opt := ir.Adam(1e-3)
-	if r.Optimizer == "sgd" {
-		opt = ir.SGD(1e-3)
-	}
-	n := c.NumDevices()
 	if r.Model == "resnet50" {
-		return resnet50Step(m, n, r.BatchPerGPU, prec), note, nil
+		return resnet50Step(m, m.NumDevices(), r.BatchPerGPU, m.Precision()), "", nil
 	}
-	cfg, err := calModel(r.Model)
+	prog, err := trainProgram(ctx, r, m)
 	if err != nil {
-		return 0, "", err
-	}
-	cfg.Batch = r.BatchPerGPU * n
-	if r.Seq > 0 {
-		cfg.Seq = r.Seq
-	}
-	g, err := models.Build(cfg)
-	if err != nil {
-		return 0, "", err
-	}
-	p, err := strategy.Build("dp-ev", g, c)
-	if err != nil {
-		return 0, "", err
-	}
-	steps, err := lower.CostSteps(g, p, opt)
-	if err != nil {
-		return 0, "", err
-	}
-	prog, err := lower.ScheduleContext(ctx, steps)
-	if err != nil {
-		return 0, "", err
-	}
-	if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
 		return 0, "", err
 	}
 	res, err := sim.RunContext(ctx, prog, m)
 	if err != nil {
 		return 0, "", err
 	}
-	return res.StepSeconds, note, nil
+	return res.StepSeconds, "", nil
+}
+
+// rowModel is the cost model of the row's cluster of device at the row's
+// precision, without a profile.
+func rowModel(r CalRow, device string) (*cost.Model, error) {
+	c, err := rowCluster(r, device)
+	if err != nil {
+		return nil, err
+	}
+	prec, _, err := precisionOf(r.Precision)
+	if err != nil {
+		return nil, err
+	}
+	return cost.New(c, cost.Options{Precision: prec, NoProfile: true})
+}
+
+// trainProgram is the per-device program of one data-parallel (dp-ev)
+// training step of the row's (zoo or bert-large) model on m's cluster.
+func trainProgram(ctx context.Context, r CalRow, m *cost.Model) (*devprog.Program, error) {
+	c := m.Cluster()
+	opt := ir.Adam(1e-3)
+	if r.Optimizer == "sgd" {
+		opt = ir.SGD(1e-3)
+	}
+	cfg, err := calModel(r.Model)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Batch = r.BatchPerGPU * c.NumDevices()
+	if r.Seq > 0 {
+		cfg.Seq = r.Seq
+	}
+	g, err := models.Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strategy.Build("dp-ev", g, c)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := lower.CostSteps(g, p, opt)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := lower.ScheduleContext(ctx, steps)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
+		return nil, err
+	}
+	if cost.ActivationBytes(m.Precision()) < 4 {
+		halveActivationTraffic(prog)
+	}
+	return prog, nil
+}
+
+// halveActivationTraffic prices mixed precision's 2-byte activations in a
+// program built at float32 (the IR has no 16-bit type): every kernel moves
+// half its bytes, except the optimizer's, whose master weights, gradients
+// and state stay in FP32. Collectives keep their bytes (DDP all-reduces
+// FP32 gradients).
+func halveActivationTraffic(prog *devprog.Program) {
+	done := map[*devprog.Kernel]bool{} // devices may share one kernel value
+	for d := range prog.Devices {
+		for i := range prog.Devices[d].Instrs {
+			k := prog.Devices[d].Instrs[i].Kernel
+			if k == nil || k.Work == nil || k.Work.Class == ir.ClassOptimizer || done[k] {
+				continue
+			}
+			done[k] = true
+			w := *k.Work
+			w.Bytes /= 2
+			k.Work = &w
+		}
+	}
+}
+
+// classRate is the FLOP rate device 0 achieves on a class over one
+// training step of the row's model: the class's FLOPs over its kernels'
+// device time (cost.Model.KernelTime, without launch overheads, as a
+// profiler's device timer measures it).
+func classRate(ctx context.Context, r CalRow) (float64, error) {
+	m, err := rowModel(CalRow{ID: r.ID, Intra: "nvlink-h100", Precision: r.Precision}, r.Device)
+	if err != nil {
+		return 0, err
+	}
+	if r.Model == "" {
+		return m.FLOPRate(0, r.Class), nil
+	}
+	prog, err := trainProgram(ctx, r, m)
+	if err != nil {
+		return 0, err
+	}
+	flops, secs := 0.0, 0.0
+	for _, in := range prog.Devices[0].Instrs {
+		if k := in.Kernel; k != nil && k.Work != nil && k.Work.Class == r.Class {
+			flops += k.Work.FLOPs
+			secs += m.KernelTime(0, *k.Work)
+		}
+	}
+	if secs == 0 {
+		return 0, fmt.Errorf("model %s has no %s work", r.Model, r.Class)
+	}
+	return flops / secs, nil
 }
 
 // calModel is a zoo model, or bert-large: the zoo's bert-base resized to
@@ -473,10 +536,7 @@ func resnet50Convs() []resnet50Conv {
 // gradients' all-reduce over the n GPUs after the backward pass (DDP's
 // overlap with the backward pass is not modelled here).
 func resnet50Step(m *cost.Model, n, batch int, prec cost.Precision) float64 {
-	elem := 4.0
-	if prec == cost.FP16 || prec == cost.BF16 {
-		elem = 2
-	}
+	elem := float64(cost.ActivationBytes(prec))
 	b := float64(batch)
 	t, params := 0.0, 0.0
 	for _, c := range resnet50Convs() {
@@ -501,7 +561,7 @@ func resnet50Step(m *cost.Model, n, batch int, prec cost.Precision) float64 {
 		}
 		bs := make([]float64, n)
 		for i := range bs {
-			bs[i] = params * elem
+			bs[i] = params * 4 // FP32 gradients, under mixed precision too (AMP keeps FP32 parameters)
 		}
 		ar, err := m.CollectiveTime(cost.Call{Kind: cost.AllReduce, Group: group, Bytes: bs})
 		if err == nil {
@@ -526,7 +586,7 @@ func collective(r CalRow) (float64, string, error) {
 	for i := range group {
 		group[i] = i
 	}
-	call := cost.Call{Kind: cost.Collective(r.Collective), Group: group, Method: cost.Method(r.Method)}
+	call := cost.Call{Kind: cost.Collective(r.Collective), Group: group, Method: cost.Method(r.Method), Algorithm: cost.Algorithm(r.Algorithm)}
 	// nccl-tests' size is the message for all-reduce and broadcast, the
 	// whole (gathered or reduced) tensor for all-gather and reduce-scatter.
 	var busFactor float64

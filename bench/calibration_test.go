@@ -89,3 +89,31 @@ func TestParseCalibrationRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibration holds the cost model to the calibration data set (issue
+// 69): every row within its tolerance (DefaultTolerance unless the row
+// states a wider one with its reason) and the median relative error within
+// MedianTolerance.
+func TestCalibration(t *testing.T) {
+	res, err := Calibrate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := CalibrationRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if rows[i].Tolerance > DefaultTolerance && rows[i].TolReason == "" {
+			t.Errorf("row %s: tolerance %g without a reason", r.ID, rows[i].Tolerance)
+		}
+		if !r.Within {
+			t.Errorf("row %s: predicted %.4g %s, measured %.4g: error %+.1f%%, tolerance %.0f%%", r.ID, r.Predicted, r.Unit, r.Measured, 100*r.Error, 100*r.Tolerance)
+		}
+	}
+	s := Summarize(res)
+	if s.Median > MedianTolerance {
+		t.Errorf("median |error| %.1f%%, bound %.0f%%", 100*s.Median, 100*MedianTolerance)
+	}
+	t.Logf("%d rows, %d within their tolerance, median |error| %.1f%%", s.Rows, s.Within, 100*s.Median)
+}

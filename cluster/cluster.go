@@ -18,16 +18,23 @@ const (
 
 // Default latencies per link class, used where a file gives a bandwidth but no latency. They are the
 // per-step latency of one NCCL ring hop, order-of-magnitude figures from nccl-tests small-message
-// times; measure and override them for real predictions.
+// times; measure and override them for real predictions. Every collective call also pays
+// cost.CollectiveBaseLatency once. The calibration suite (bench/calibration/calibration.yaml) holds
+// them against measurements where it has one.
 const (
-	// DefaultNVLinkLatency: NVLink hop latency including NCCL's protocol overhead.
+	// DefaultNVLinkLatency: NVLink hop latency including NCCL's protocol overhead. Checked against
+	// calibration row nccl-583-a100-2gpu-latency (two ring steps plus the call's base latency).
 	DefaultNVLinkLatency = 3e-6
 	// DefaultPCIeLatency: PCIe hop (possibly through a host bridge) including NCCL overhead.
 	DefaultPCIeLatency = 5e-6
-	// DefaultEthernetLatency: TCP/socket transport between machines including NCCL overhead.
+	// DefaultEthernetLatency: TCP/socket transport between machines including NCCL overhead. No
+	// calibration row measures it (the TCP rows are bandwidths at 32 MiB and up); an estimate.
 	DefaultEthernetLatency = 25e-6
-	// DefaultInfiniBandLatency: RDMA verbs between machines including NCCL overhead.
-	DefaultInfiniBandLatency = 5e-6
+	// DefaultInfiniBandLatency: RDMA verbs between machines including NCCL overhead. Fitted to the
+	// difference of calibration rows autopar-h100-2x8-allreduce-latency and
+	// autopar-h100-1x8-allreduce-latency: 20.3 µs more for the two network steps that a second node
+	// adds to an all-reduce.
+	DefaultInfiniBandLatency = 10e-6
 )
 
 // MaxDevices bounds the devices in one cluster: far above any cluster hap plans for, it turns absurd

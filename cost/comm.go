@@ -3,6 +3,8 @@ package cost
 import (
 	"fmt"
 	"math"
+
+	"hap/cluster"
 )
 
 // Collective is a communication instruction kind.
@@ -39,6 +41,45 @@ const (
 	// latency per call.
 	MethodGrouped Method = "grouped"
 )
+
+// CollectiveBaseLatency is the fixed cost of every collective call over two or more devices, beside
+// the per-step latencies of the links it crosses: the launch of the NCCL kernel and the proxy's setup
+// of the call. Fitted to calibration row nccl-583-a100-2gpu-latency (an all-reduce of 32 bytes on two
+// A100s over NVLink, 10.14 µs in nccl-tests: this plus the ring's two NVLink steps).
+const CollectiveBaseLatency = 4e-6
+
+// Achieved fractions of an inter-node NIC's line rate (a cluster file's inter bandwidth is one NIC's
+// line rate; an intra-node bandwidth is already a ring's achieved bus bandwidth and is taken as
+// stated). A profile's measured link bandwidth replaces the line rate and is used as measured.
+const (
+	// EthernetBandwidthEfficiency: NCCL over TCP sockets reaches about half the wire. Fitted to
+	// calibration rows nccl-tests-83-tcp25-allreduce (1.7 GB/s bus bandwidth on 25 Gb/s: 0.54),
+	// nccl-398-tcp100-allreduce-2x8 (6 GB/s on 100 Gb/s: 0.48) and the HAP paper profiler's all-gather,
+	// reduce-scatter and all-reduce on 10.4 Gb/s (paper-prof-allgather, -reducescatter, -allreduce:
+	// 0.55, 0.59 and 0.64); checked against nccl-209-gcp32-*.
+	EthernetBandwidthEfficiency = 0.55
+	// InfiniBandBandwidthEfficiency: NCCL over RDMA verbs reaches about 24 GB/s of a 200 Gb/s NIC's
+	// 25 GB/s. Fitted to calibration row nccl-tests-119-ib200-per-nic.
+	InfiniBandBandwidthEfficiency = 0.92
+)
+
+// linkEfficiency is the achieved fraction of a link class's stated bandwidth.
+func linkEfficiency(class string) float64 {
+	switch class {
+	case cluster.LinkEthernet:
+		return EthernetBandwidthEfficiency
+	case cluster.LinkInfiniBand:
+		return InfiniBandBandwidthEfficiency
+	}
+	return 1
+}
+
+// GroupedBandwidthEfficiency is the fraction of a pipelined broadcast's (or reduce's) bandwidth that
+// each of the grouped method's per-root calls achieves: p roots' calls in one NCCL group contend for the
+// same links and none pipelines as deeply as one ring collective. Fitted to calibration rows
+// paper-prof-grouped-allgather and paper-prof-grouped-reducescatter (the HAP paper's profiler: grouped
+// all-gather 0.550 GB/s, grouped reduce-scatter 0.512 GB/s against 0.815 and 0.876 GB/s for the ring's).
+const GroupedBandwidthEfficiency = 0.75
 
 // Algorithm is how a collective is routed over the topology.
 type Algorithm string
@@ -135,15 +176,24 @@ func (m *Model) Collective(c Call) (Estimate, error) {
 	if t.p == 1 {
 		return Estimate{0, m.label(c)}, nil
 	}
+	e := m.estimate(c, t)
+	if c.Kind != AllToAll { // AllToAllTerms' Alpha holds it
+		e.Seconds += CollectiveBaseLatency
+	}
+	return e, nil
+}
+
+// estimate is a collective's time over two or more devices, without CollectiveBaseLatency.
+func (m *Model) estimate(c Call, t topology) Estimate {
 	switch c.Kind {
 	case AllToAll:
 		b := c.Bytes
 		if c.Method == MethodPadded {
 			b = padded(b)
 		}
-		return Estimate{m.allToAll(t, b), AlgoDirect}, nil
+		return Estimate{m.allToAll(t, b), AlgoDirect}
 	case SendRecv:
-		return Estimate{m.sendRecv(c.Group[0], c.Group[1], c.Bytes[0]), AlgoDirect}, nil
+		return Estimate{m.sendRecv(c.Group[0], c.Group[1], c.Bytes[0]), AlgoDirect}
 	}
 	return m.best(c.Algorithm, func(a Algorithm) float64 {
 		switch c.Kind {
@@ -153,7 +203,7 @@ func (m *Model) Collective(c Call) (Estimate, error) {
 				total := 0.0
 				for _, b := range c.Bytes {
 					if b > 0 {
-						total += m.broadcast(t, a, b)
+						total += m.broadcast(t, a, b/GroupedBandwidthEfficiency)
 					}
 				}
 				return total
@@ -166,7 +216,7 @@ func (m *Model) Collective(c Call) (Estimate, error) {
 		default: // Broadcast, Reduce
 			return m.broadcast(t, a, c.Bytes[0])
 		}
-	}), nil
+	})
 }
 
 func (m *Model) label(c Call) Algorithm {
@@ -433,7 +483,7 @@ func (m *Model) allToAllTerms(t topology) AllToAllTerms {
 		return a
 	}
 	p := float64(t.p)
-	a.Alpha = (p - 1) * m.ring(t).lat
+	a.Alpha = CollectiveBaseLatency + (p-1)*m.ring(t).lat
 	for j, node := range t.nodes {
 		g := float64(len(t.ranks[j]))
 		if g > 1 {

@@ -43,8 +43,8 @@ func TestV100P100Ratio(t *testing.T) {
 	peakRatio := 15.7 / (9.3 * SustainedClockP100PCIe)
 	// A 4096×4096×4096 SGEMM: 2·4096³ FLOPs, 3·4096²·4 bytes.
 	matmul := ir.Work{Class: ir.ClassMatMul, FLOPs: 2 * math.Pow(4096, 3), Bytes: 3 * 4096 * 4096 * 4}
-	// A VGG-style 3×3 conv, 256→256 channels on 32 images of 8×8: FLOPs 2·32·64·256·256·9.
-	conv := ir.Work{Class: ir.ClassConv, FLOPs: 2 * 32 * 64 * 256 * 256 * 9, Bytes: 4 * (2*32*64*256 + 256*256*9)}
+	// A VGG-style 3×3 conv, 256→256 channels on 256 images of 8×8: FLOPs 2·256·64·256·256·9.
+	conv := ir.Work{Class: ir.ClassConv, FLOPs: 2 * 256 * 64 * 256 * 256 * 9, Bytes: 4 * (2*256*64*256 + 256*256*9)}
 	elementwise := ir.Work{Class: ir.ClassElementwise, FLOPs: 1e8, Bytes: 1.2e9}
 	for _, tc := range []struct {
 		name string
@@ -52,9 +52,11 @@ func TestV100P100Ratio(t *testing.T) {
 		want float64
 		tol  float64
 	}{
-		{"matmul-heavy", []ir.Work{matmul}, peakRatio, 1e-9},
-		{"conv-heavy", []ir.Work{conv}, peakRatio, 1e-9},
-		{"memory-bound", []ir.Work{elementwise}, 900.0 / 732, 1e-9},
+		// The fixed terms (launch overhead, small-kernel fill time) pull the ratios of finite kernels
+		// a little below the rates'.
+		{"matmul-heavy", []ir.Work{matmul}, peakRatio, 0.005},
+		{"conv-heavy", []ir.Work{conv}, peakRatio, 0.02},
+		{"memory-bound", []ir.Work{elementwise}, 900.0 / 732, 0.005},
 		{"BERT-like mix", []ir.Work{matmul, matmul, matmul, matmul, matmul, matmul, matmul, matmul,
 			{Class: ir.ClassNormalization, FLOPs: 1e8, Bytes: 4e9}, {Class: ir.ClassElementwise, FLOPs: 1e8, Bytes: 4e9}}, 1.75, 0.01},
 	} {
@@ -77,9 +79,13 @@ func TestComputeRoofline(t *testing.T) {
 		w    ir.Work
 		want float64
 	}{
-		{"compute bound", ir.Work{Class: ir.ClassMatMul, FLOPs: 12.56e12, Bytes: 1e9}, 1},
-		{"memory bound", ir.Work{Class: ir.ClassElementwise, FLOPs: 1e9, Bytes: 720e9}, 1},
-		{"unknown class uses default", ir.Work{Class: "fft", FLOPs: 15.7e12 * DefaultEfficiency, Bytes: 0}, 1},
+		// A matmul pays the small-kernel fill time (a constant in time) and every kernel its launch.
+		{"compute bound", ir.Work{Class: ir.ClassMatMul, FLOPs: 12.56e12, Bytes: 1e9}, 1 + SmallKernelFillTime + KernelLaunchOverhead},
+		{"memory bound", ir.Work{Class: ir.ClassElementwise, FLOPs: 1e9, Bytes: 720e9}, 1 + KernelLaunchOverhead},
+		{"unknown class uses default", ir.Work{Class: "fft", FLOPs: 15.7e12 * DefaultEfficiency, Bytes: 0}, 1 + KernelLaunchOverhead},
+		{"attention launches its kernels", ir.Work{Class: ir.ClassAttention, Bytes: 720e9}, 1 + AttentionKernels*KernelLaunchOverhead},
+		// A matmul of F½ = rate × SmallKernelFillTime FLOPs runs at half its class efficiency.
+		{"small matmul at half efficiency", ir.Work{Class: ir.ClassMatMul, FLOPs: 12.56e12 * SmallKernelFillTime}, 2*SmallKernelFillTime + KernelLaunchOverhead},
 		{"negative counts as zero", ir.Work{Class: ir.ClassMatMul, FLOPs: -5, Bytes: -5}, 0},
 		{"no work", ir.Work{}, 0},
 	} {
@@ -113,7 +119,8 @@ func TestHalfPrecision(t *testing.T) {
 	}
 }
 
-// Scaling every device's peak throughput and memory bandwidth by c scales every compute time by 1/c.
+// Scaling every device's peak throughput and memory bandwidth by c scales every compute time by 1/c,
+// beside its fixed terms (KernelLaunchOverhead, and SmallKernelFillTime where the FLOPs bound it).
 func TestComputeScalesWithSpeed(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	classes := append(Classes(), "unknown-class")
@@ -139,8 +146,26 @@ func TestComputeScalesWithSpeed(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			w := ir.Work{Class: classes[rng.Intn(len(classes))], FLOPs: math.Exp(rng.Float64() * 30), Bytes: math.Exp(rng.Float64() * 25)}
 			dev := rng.Intn(base.NumDevices())
-			t0, t1 := base.ComputeTime(dev, w), scaled.ComputeTime(dev, w)
-			if math.Abs(t1*c-t0) > 1e-12*t0 {
+			// The fixed terms (launch overhead, small-kernel fill time) do not scale; a work whose
+			// bound (FLOPs or bytes) differs between the two models is not compared.
+			fixed := func(m *Model) (float64, bool) {
+				fill := 0.0
+				if sizeDependent(w.Class) && w.FLOPs > 0 {
+					fill = SmallKernelFillTime
+				}
+				flopBound := w.FLOPs/m.FLOPRate(dev, w.Class)+fill > w.Bytes/m.MemBandwidth(dev)
+				if flopBound {
+					return LaunchOverhead(w) + fill, true
+				}
+				return LaunchOverhead(w), false
+			}
+			f0, b0 := fixed(base)
+			f1, b1 := fixed(scaled)
+			if b0 != b1 {
+				continue
+			}
+			t0, t1 := base.ComputeTime(dev, w)-f0, scaled.ComputeTime(dev, w)-f1
+			if math.Abs(t1*c-t0) > 1e-9*(t0+f0+f1) {
 				t.Fatalf("c = %g, %+v on %s: %g s scaled to %g s, want %g s", c, w, base.Spec(dev).Name, t0, t1, t0/c)
 			}
 		}
@@ -205,5 +230,39 @@ func TestEfficiencyOption(t *testing.T) {
 	c, _ := cluster.Builtin("paper-8")
 	if _, err := New(c, Options{Efficiency: map[string]float64{"b": 2, "a": 0}}); err == nil || !strings.Contains(err.Error(), `class "a"`) {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TF32 puts the tensor classes of Ampere and later on half the FP16 tensor rate, with the same
+// efficiencies (TF32ConvEfficiency for conv), and keeps 4-byte activations; Volta has none.
+func TestTF32(t *testing.T) {
+	c, _ := cluster.Builtin("a100-8")
+	m, err := New(c, Options{Precision: TF32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.FLOPRate(0, ir.ClassMatMul), 312e12*TF32TensorRatio*EfficiencyMatmul*HalfPrecisionEfficiency; math.Abs(got-want) > 1 {
+		t.Errorf("TF32 matmul rate %g, want %g", got, want)
+	}
+	if got, want := m.FLOPRate(0, ir.ClassConv), 312e12*TF32TensorRatio*EfficiencyConv*TF32ConvEfficiency; math.Abs(got-want) > 1 {
+		t.Errorf("TF32 conv rate %g, want %g", got, want)
+	}
+	if got := m.FLOPRate(0, ir.ClassElementwise); got != 19.5e12*EfficiencyElementwise {
+		t.Errorf("TF32 elementwise rate %g", got)
+	}
+	if ActivationBytes(TF32) != 4 || ActivationBytes(FP32) != 4 || ActivationBytes(FP16) != 2 || ActivationBytes(BF16) != 2 {
+		t.Error("activation bytes: want 4 for fp32 and tf32, 2 for fp16 and bf16")
+	}
+	p, _ := cluster.Builtin("paper-8")
+	if _, err := New(p, Options{Precision: TF32}); err == nil || !strings.Contains(err.Error(), "no TF32") {
+		t.Errorf("TF32 on Volta/Pascal: error %v", err)
+	}
+	for in, want := range map[string]Precision{"": FP32, "tf32": TF32, " FP16 ": FP16, "bf16": BF16} {
+		if got, err := ParsePrecision(in); err != nil || got != want {
+			t.Errorf("ParsePrecision(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParsePrecision("fp8"); err == nil {
+		t.Error("fp8 parsed")
 	}
 }

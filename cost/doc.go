@@ -5,10 +5,14 @@
 //
 // Compute (Model.ComputeTime) is a roofline per op class:
 //
-//	time = max(FLOPs / (peak × efficiency[class] × sustained[device]), Bytes / (memBW × MemoryBandwidthEfficiency))
+//	time = max(FLOPs / (peak × efficiency[class] × sustained[device]) [+ SmallKernelFillTime],
+//	           Bytes / (memBW × MemoryBandwidthEfficiency)) + Kernels(w) × KernelLaunchOverhead
 //
-// with peak the device's FP32 rate (or its FP16/BF16 tensor rate for the matmul, conv and attention
-// classes at half precision). The IR states each op's forward and backward work separately as ir.Work
+// with peak the device's FP32 rate (or its TF32 or FP16/BF16 tensor rate for the matmul, conv and
+// attention classes at those precisions), the fill time for the tensor classes (small kernels run below
+// their class efficiency) and a launch overhead per kernel. Every constant names the calibration rows
+// (bench/calibration/calibration.yaml) it is fitted to or checked against. The IR states each op's
+// forward and backward work separately as ir.Work
 // values; nothing here assumes backward = 2 × forward. A measured profile (Profile, docs/profile-format.md)
 // replaces the estimate per device type and op class.
 //
@@ -17,6 +21,8 @@
 // 900 / 732 ≈ 1.23 times on memory-bound work; TestV100P100Ratio pins these numbers.
 //
 // Communication (Model.Collective) is alpha-beta per link class with ring and hierarchical algorithms,
+// a base latency per call (CollectiveBaseLatency), the achieved fraction of a NIC's line rate by
+// transport (EthernetBandwidthEfficiency, InfiniBandBandwidthEfficiency),
 // a group that spans nodes being bounded by the inter-node link and the node's NICs; uneven pieces are
 // either padded (cost grows with the largest piece × count) or sent as grouped broadcasts/reduces (cost
 // grows with the total plus one latency per call). The formulas are written out at Model.Collective and

@@ -10,7 +10,7 @@ import (
 // Options configure a Model. The zero value means FP32, the default efficiencies and the cluster's own
 // profile file (if it names one).
 type Options struct {
-	// Precision selects the peak: FP32 (the default, "" too) or FP16/BF16 mixed precision.
+	// Precision selects the peak: FP32 (the default, "" too), TF32, or FP16/BF16 mixed precision.
 	Precision Precision
 	// Profile, when non-nil, is used instead of the profile file the cluster names.
 	Profile *Profile
@@ -36,7 +36,7 @@ type device struct {
 	node       int
 	spec       cluster.DeviceSpec
 	fp32, fp16 float64            // peak FLOP/s (after overrides)
-	half       bool               // precision is FP16/BF16
+	precision  Precision          // the model's precision
 	sustained  float64            // sustained-clock factor (1 when the peak is a measured override)
 	memBW      float64            // achieved memory bandwidth, bytes/s
 	eff        map[string]float64 // efficiency overrides by class
@@ -76,7 +76,7 @@ func New(c *cluster.Cluster, opt Options) (*Model, error) {
 		}
 	}
 	m := &Model{cl: c, precision: prec, nics: c.Inter.NICsPerNode,
-		inter: link{c.Inter.Bandwidth, c.Inter.Latency}}
+		inter: link{c.Inter.Bandwidth * linkEfficiency(c.Inter.Class), c.Inter.Latency}}
 	if lp, ok := prof.link(c.Inter.Class); ok && len(c.Nodes) > 1 {
 		m.inter = lp.apply(m.inter)
 	}
@@ -90,7 +90,7 @@ func New(c *cluster.Cluster, opt Options) (*Model, error) {
 		if err := checkPrecision(prec, spec.Name, spec.Arch); err != nil {
 			return nil, fmt.Errorf("cost model for cluster %q: %w", c.Name, err)
 		}
-		d := device{node: ni, spec: spec, fp32: spec.FP32, fp16: spec.FP16, half: prec != FP32,
+		d := device{node: ni, spec: spec, fp32: spec.FP32, fp16: spec.FP16, precision: prec,
 			sustained: sustainedClock(spec.Name), memBW: spec.MemBandwidth * MemoryBandwidthEfficiency,
 			eff: map[string]float64{}, measured: map[string]float64{}, memory: spec.Memory}
 		if nd.Overrides.FP32 > 0 || nd.Overrides.FP16 > 0 {

@@ -139,6 +139,12 @@ type OpClass struct {
 	// matmul's dW after its dX). A blocking adjoint of the op's input
 	// overlaps it (timeline.go).
 	TimeW []float64
+	// Fixed, FixedF, FixedB and FixedW are the parts of Time, TimeF, TimeB
+	// and TimeW that do not shrink with a device's share of the work
+	// (cost.Model.FixedTime: each kernel's launch overhead, and the
+	// small-kernel fill time of FLOP-bound ones): a device pays them once
+	// for its shard's kernels, whatever the share, as the simulator does.
+	Fixed, FixedF, FixedB, FixedW []float64
 	// Acc are the adds that sum an input's gradient with its other
 	// readers' (ir.Accumulation), apart from Time: they work on the input
 	// as the rule reads it, not on the rule's share of the work. A
@@ -165,6 +171,9 @@ type AccumulationTime struct {
 	TimeB []float64
 	TimeW []float64
 	TimeS []float64
+	// FixedB and FixedW are the parts of TimeB and TimeW paid whole
+	// whatever the share (as OpClass.Fixed).
+	FixedB, FixedW []float64
 }
 
 // workPart is a part of an op class's time that one segment's share
@@ -178,15 +187,16 @@ type workPart struct {
 }
 
 // times are the part's forward, backward and parameter-gradient-tail
-// seconds on device d at share 1.
+// seconds on device d at share 1 that scale with the share (the class's
+// fixed seconds apart: OpClass.Fixed).
 func (p workPart) times(c *OpClass, d int) (f, b, w float64) {
 	if p.work {
-		f, b, w = c.TimeF[d], c.TimeB[d], c.TimeW[d]
+		f, b, w = c.TimeF[d]-c.FixedF[d], c.TimeB[d]-c.FixedB[d], c.TimeW[d]-c.FixedW[d]
 	}
 	for ai := range p.acc {
 		if p.acc[ai] == '1' {
-			b += c.Acc[ai].TimeB[d] + c.Acc[ai].TimeS[d]
-			w += c.Acc[ai].TimeW[d]
+			b += c.Acc[ai].TimeB[d] - c.Acc[ai].FixedB[d] + c.Acc[ai].TimeS[d]
+			w += c.Acc[ai].TimeW[d] - c.Acc[ai].FixedW[d]
 		}
 	}
 	return f, b, w
@@ -236,7 +246,8 @@ func (c *OpClass) accumulation(slot, n int) *AccumulationTime {
 			return &c.Acc[i]
 		}
 	}
-	c.Acc = append(c.Acc, AccumulationTime{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n), TimeS: make([]float64, n)})
+	c.Acc = append(c.Acc, AccumulationTime{Slot: slot, TimeB: make([]float64, n), TimeW: make([]float64, n), TimeS: make([]float64, n),
+		FixedB: make([]float64, n), FixedW: make([]float64, n)})
 	return &c.Acc[len(c.Acc)-1]
 }
 
@@ -264,6 +275,9 @@ type TensorClass struct {
 	// Update is per device the optimizer's seconds for all Tensors (params)
 	// at share 1; StateFactor the optimizer state per parameter byte.
 	Update []float64
+	// UpdateFixed is the part of Update a device pays whole whatever its
+	// share (cost.Model.FixedTime: each update kernel's launch).
+	UpdateFixed []float64
 	// PadWhole is per device the seconds a pad of one tensor of the class
 	// takes to write it whole; reading the piece it places adds that
 	// piece's share of it (a pad is a data-movement kernel over its input
@@ -431,7 +445,8 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 			ci = len(e.Classes)
 			okeys[k] = ci
 			rules := spmd.Rules(g, op, segs)
-			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n), TimeW: make([]float64, n)}
+			oc := OpClass{Name: op.Name, Rules: rules, Time: make([]float64, n), TimeF: make([]float64, n), TimeB: make([]float64, n), TimeW: make([]float64, n),
+				Fixed: make([]float64, n), FixedF: make([]float64, n), FixedB: make([]float64, n), FixedW: make([]float64, n)}
 			for _, r := range rules {
 				oc.WorkSeg = append(oc.WorkSeg, workSeg(r))
 			}
@@ -447,23 +462,31 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 			for k, w := range works {
 				t := m.ComputeTime(d, w)
 				inTail := k > len(bwd[i])-tail[i]
+				fx := m.FixedTime(d, w)
 				if k > 0 && bwdSlot[i][k-1] >= 0 {
 					a := oc.accumulation(bwdSlot[i][k-1], n)
 					a.TimeB[d] += t
+					a.FixedB[d] += fx
 					if inTail {
 						a.TimeW[d] += t
+						a.FixedW[d] += fx
 					}
 					continue
 				}
 				oc.Time[d] += t
+				oc.Fixed[d] += fx
 				switch {
 				case k == 0:
 					oc.TimeF[d] += t
+					oc.FixedF[d] += fx
 				case inTail:
 					oc.TimeW[d] += t
 					oc.TimeB[d] += t
+					oc.FixedW[d] += fx
+					oc.FixedB[d] += fx
 				default:
 					oc.TimeB[d] += t
+					oc.FixedB[d] += fx
 				}
 			}
 			for _, slot := range starts[op.ID] {
@@ -555,13 +578,14 @@ func Encode(g *ir.Graph, segs []spmd.Segment, m *cost.Model, opt EncodeOptions) 
 			}
 		}
 		if tc.Kind == ir.Param {
-			tc.Update = make([]float64, n)
+			tc.Update, tc.UpdateFixed = make([]float64, n), make([]float64, n)
 			w, ok := update[tc.Tensors[0]]
 			if !ok {
 				return nil, fmt.Errorf("parameter %s has no update in the training step", g.Tensors[tc.Tensors[0]].Name)
 			}
 			for d := 0; d < n; d++ {
 				tc.Update[d] = float64(len(tc.Tensors)) * m.ComputeTime(d, w)
+				tc.UpdateFixed[d] = float64(len(tc.Tensors)) * m.FixedTime(d, w)
 			}
 		}
 	}

@@ -131,13 +131,18 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		inst := float64(len(c.Ops))
 		for _, d := range reps {
 			sh := share(ch.Lengths, e.Segs, c.WorkSeg[r], d)
-			time, f, b, w := c.Time[d]*sh, c.TimeF[d]*sh, c.TimeB[d]*sh, c.TimeW[d]*sh
+			// The share scales the work; the fixed seconds are paid whole.
+			time := (c.Time[d]-c.Fixed[d])*sh + c.Fixed[d]
+			f := (c.TimeF[d]-c.FixedF[d])*sh + c.FixedF[d]
+			b := (c.TimeB[d]-c.FixedB[d])*sh + c.FixedB[d]
+			w := (c.TimeW[d]-c.FixedW[d])*sh + c.FixedW[d]
 			for ai := range c.Acc {
 				a := &c.Acc[ai]
 				ash := share(ch.Lengths, e.Segs, c.accSeg(r, a), d)
-				time += (a.TimeB[d] + a.TimeS[d]) * ash
-				b += (a.TimeB[d] + a.TimeS[d]) * ash
-				w += a.TimeW[d] * ash
+				ab := (a.TimeB[d]-a.FixedB[d]+a.TimeS[d])*ash + a.FixedB[d]
+				time += ab
+				b += ab
+				w += (a.TimeW[d]-a.FixedW[d])*ash + a.FixedW[d]
 			}
 			units := 0 // of the work segment, for the kernels' rooflines
 			if s := c.WorkSeg[r]; s >= 0 {
@@ -173,8 +178,9 @@ func (e *Encoding) evaluate(ch *Choice, s *evalScratch, br *Breakdown, checkCapa
 		if t.Kind == ir.Param {
 			for _, d := range reps {
 				sh := share(ch.Lengths, e.Segs, layoutSeg(h), d)
-				br.Compute[d] += t.Update[d] * sh
-				terms[d].update += t.Update[d] * sh
+				u := (t.Update[d]-t.UpdateFixed[d])*sh + t.UpdateFixed[d]
+				br.Compute[d] += u
+				terms[d].update += u
 			}
 			if h.Kind == spmd.Identity {
 				// The replicated parameter's gradient is all-reduced.

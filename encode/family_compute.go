@@ -89,6 +89,23 @@ func (b *milpBuilder) compute() {
 			d := e.Groups[g][0] // every device of a group prices the same
 			fwd, bwd, tail := lin{}, lin{}, lin{}
 			b.fwdC[ci][g], b.bwdC[ci][g], b.wC[ci][g] = fwd, bwd, tail
+			// The fixed seconds (OpClass.Fixed, and its accumulations') are
+			// paid whole under every rule: one term on each rule's x, of
+			// which exactly one is 1.
+			fb, fw := c.FixedB[d], c.FixedW[d]
+			for ai := range c.Acc {
+				fb += c.Acc[ai].FixedB[d]
+				fw += c.Acc[ai].FixedW[d]
+			}
+			if c.FixedF[d] > 0 || fb > 0 {
+				for _, col := range v.x[ci] {
+					fwd.add(col, milpTime*c.FixedF[d]/inst)
+					bwd.add(col, milpTime*fb/inst)
+					if fw > 0 {
+						tail.add(col, milpTime*fw/inst)
+					}
+				}
+			}
 			shares := make([]lin, len(parts)) // the group's share of each part, nil where it has no work
 			for pi, p := range parts {
 				f, bw, w := p.times(c, d)

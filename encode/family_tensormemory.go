@@ -61,7 +61,13 @@ func (b *milpBuilder) tensorMemory(s *tensorScope) {
 	}
 	if t.Kind == ir.Param {
 		for g := 0; g < G; g++ {
-			addScaled(b.update[g], b.leafShare[ti][g], milpTime*t.Update[e.Groups[g][0]])
+			d := e.Groups[g][0]
+			addScaled(b.update[g], b.leafShare[ti][g], milpTime*(t.Update[d]-t.UpdateFixed[d]))
+			// The launches are paid whole: one term on each leaf layout's
+			// y, of which exactly one is 1.
+			for _, c := range b.v.y[ti] {
+				b.update[g].add(c, milpTime*t.UpdateFixed[d])
+			}
 		}
 		for c, val := range b.have(ti, spmd.I) {
 			b.gradT[ti].add(c, milpTime*e.collCoeffs(t, spmd.I).AllReduce*val)

@@ -179,11 +179,18 @@ nextKernel:
 		case k > len(bwdIDs)-tail:
 			rk.part = kernelTail
 		}
-		t1 := make([]float64, n)
+		// Device time without the fixed seconds, which OpClass.Fixed pays
+		// whole: t1 is the part of the kernel's time its share scales, fill
+		// the small-kernel fill time when it is fixed (the FLOPs bound the
+		// whole kernel; cost.Model.FixedTime), which the bytes' line is
+		// measured against.
+		t1, fill := make([]float64, n), make([]float64, n)
 		for d := range n {
-			a := m.ComputeTime(d, ir.Work{Class: w.Class, FLOPs: w.FLOPs})
-			t1[d] = math.Max(a, m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: w.Bytes}))
-			rk.alpha[d] = a - t1[d]
+			a := m.KernelTime(d, ir.Work{Class: w.Class, FLOPs: w.FLOPs})
+			whole := math.Max(a, m.KernelTime(d, ir.Work{Class: w.Class, Bytes: w.Bytes}))
+			fill[d] = m.FixedTime(d, w) - cost.LaunchOverhead(w)
+			t1[d] = whole - fill[d]
+			rk.alpha[d] = a - whole
 		}
 		leaves := false
 	rules:
@@ -231,9 +238,9 @@ nextKernel:
 			}
 			beta, gamma, empty := make([]float64, n), make([]float64, n), make([]float64, n)
 			for d := range n {
-				beta[d] = m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: b0})
-				gamma[d] = m.ComputeTime(d, ir.Work{Class: w.Class, Bytes: b1}) - t1[d]
-				empty[d] = m.ComputeTime(d, ir.Work{Class: ir.ClassElementwise, Bytes: written})
+				beta[d] = m.KernelTime(d, ir.Work{Class: w.Class, Bytes: b0}) - fill[d]
+				gamma[d] = m.KernelTime(d, ir.Work{Class: w.Class, Bytes: b1}) - t1[d]
+				empty[d] = m.KernelTime(d, ir.Work{Class: ir.ClassElementwise, Bytes: written}) - fill[d]
 			}
 			if slices.Max(beta) < rooflineNegligible {
 				continue

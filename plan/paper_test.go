@@ -70,11 +70,15 @@ func TestPaperPlansVerify(t *testing.T) {
 
 // Once one of the paper's searches caps (paper.MaxExpansions), its later
 // searches go straight to the beam search (paper.Options.SearchEvery turns
-// that off). On bert-moe-tiny on paper-64, every search run to its end caps
+// that off). On gpt2-tiny on paper-29, every search run to its end caps
 // some searches and not others after them; the shortcut gives the same
-// program, shares and cost with fewer expansions.
+// program, shares and cost with fewer expansions. (The case was
+// bert-moe-tiny on paper-64 until issue 69's calibrated costs left none
+// of its searches capped, as none of bert-moe-tiny's on paper-29 or at
+// batch 64 and 256, nor bert-base-tiny's and vit-tiny's on paper-64; on
+// paper-16, -32 and -64 gpt2-tiny caps every search.)
 func TestPaperBeamAfterACapKeepsThePlan(t *testing.T) {
-	in, err := LoadInputs("bert-moe-tiny", models.Options{}, "paper-64")
+	in, err := LoadInputs("gpt2-tiny", models.Options{}, "paper-29")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,18 +247,31 @@ func TestSynthesizedTinyPlansVerify(t *testing.T) {
 	}
 }
 
-// On all of h100-16, the tiny ViT, VGG19 and BERT-Base plans come within
-// 0.5% of their proven bounds, and train exactly like one device. Before
-// LocalSearch's chains and leaf pairs (solve/chain.go) they were 1.352,
-// 1.457 and 1.248 ms, 23%, 32% and 17% above bounds of 1.040, 0.990 and
-// 1.040 ms; now 1.040, 0.993 and 1.040 ms.
+// On all of h100-16 the tiny ViT, VGG19 and BERT-Base plans train exactly
+// like one device and stay within their measured gaps to their proven
+// bounds. Before LocalSearch's chains and leaf pairs (solve/chain.go) they
+// were 23%, 32% and 17% above their bounds; with them, under the cost
+// model before issue 69's calibration, within 0.35%. Under the calibrated
+// model a step of a tiny model on H100s is almost all kernel launches
+// (2.9 ms at any batch up to 512 for vit-tiny), and the gaps are what
+// withinBound lists: VGG19 at batch 64 is proven optimal, the other two
+// end 10.05% and 8.16% above their bounds. Whether the rest is the
+// bound's (the LP pays a collective's latency in fractions) or the
+// search's is not settled; the test holds the measured figures.
 func TestTinyPlansOnH100sReachTheirBounds(t *testing.T) {
-	// withinBound is the proven gap the plans now reach (0.007–0.35%).
-	const withinBound = 0.005
-	for _, name := range []string{"vit-tiny", "vgg19-tiny", "bert-base-tiny"} {
-		pl := synthesizeAndVerify(t, name, models.Options{}, "h100-16")
-		if s := pl.Solver; s.Gap > withinBound {
-			t.Errorf("%s on h100-16: step %.4g ms, bound %.4g ms, gap %.2f%%; want within %.1f%%", name, s.Objective*1e3, s.Bound*1e3, s.Gap*100, withinBound*100)
+	withinBound := []struct {
+		model string
+		batch int
+		gap   float64
+	}{
+		{"vit-tiny", 0, 0.1010},
+		{"vgg19-tiny", 64, 0.0005},
+		{"bert-base-tiny", 0, 0.0820},
+	}
+	for _, c := range withinBound {
+		pl := synthesizeAndVerify(t, c.model, models.Options{Batch: c.batch}, "h100-16")
+		if s := pl.Solver; s.Gap > c.gap {
+			t.Errorf("%s (batch %d) on h100-16: step %.4g ms, bound %.4g ms, gap %.2f%%; want within %.2f%%", c.model, c.batch, s.Objective*1e3, s.Bound*1e3, s.Gap*100, c.gap*100)
 		}
 	}
 }
@@ -307,7 +320,10 @@ func synthesizeAndVerify(t *testing.T, name string, opt models.Options, clusterN
 // --memory-fraction 1 leaves it no room for error), the plan is solved again under a memory fraction scaled
 // by the overshoot, and that plan, not a start, is the answer.
 func TestPlanThatDoesNotFitIsSolvedAgain(t *testing.T) {
-	in, err := LoadInputs("vit-tiny", models.Options{Batch: 64}, "testdata/tight.yaml")
+	// Batch 80: under the calibrated cost model (issue 69) the first plan
+	// at batch 32, 48 and 64 fits; at 80 and 96 it does not, and at 128
+	// no plan fits at all (measured).
+	in, err := LoadInputs("vit-tiny", models.Options{Batch: 80}, "testdata/tight.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +423,10 @@ func TestUntieBranchesTheBoundOnce(t *testing.T) {
 // nodes to finish (solve's lengthsOpt). The default search then returned
 // the slower plan.
 func TestPolishSettlesTheLengths(t *testing.T) {
+	// want is the settled step under the calibrated cost model (issue 69):
+	// Polish ends at 0.19280 s from hap-paper's 0.19749 s. (Under the cost
+	// model before, 0.1159 s; the ten-node lengths step, 0.1278 s, has not
+	// been measured again.)
 	if testing.Short() {
 		t.Skip("full-size VGG19")
 	}
@@ -433,7 +453,7 @@ func TestPolishSettlesTheLengths(t *testing.T) {
 	model, vars := e.MILPBelow(0)
 	lo := milp.Options{NodeLimit: DefaultNodeLimit, NoCuts: true, NoHeuristics: true}
 	_, got := solve.Polish(context.Background(), e, model, vars, start, time.Time{}, lo, false)
-	if want := 0.1160; !(got <= want) {
+	if want := 0.1929; !(got <= want) {
 		t.Errorf("Polish from hap-paper's plan ends at %.5f s, want at most %.4f s", got, want)
 	}
 }

@@ -19,14 +19,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-// model: two nodes of 4 T4 each; intra α = 1 µs, β = 1 GB/s; network α = 100 µs, β = 100 MB/s.
+// model: two nodes of 4 T4 each; intra α = 1 µs, β = 1 GB/s; network α = 100 µs, β = 100 MB/s
+// achieved (a line rate of 100 MB/s ÷ cost.EthernetBandwidthEfficiency). Every collective also pays
+// cost.CollectiveBaseLatency, every kernel with Work cost.KernelLaunchOverhead.
 func model(t *testing.T) *cost.Model {
 	t.Helper()
 	intra := cluster.Link{Class: cluster.LinkPCIe, Bandwidth: 1e9, Latency: 1e-6}
 	c := &cluster.Cluster{Name: "sim-test", Nodes: []cluster.Node{
 		{Name: "a", Device: "T4", Count: 4, Intra: intra},
 		{Name: "b", Device: "T4", Count: 4, Intra: intra},
-	}, Inter: cluster.InterLink{Link: cluster.Link{Class: cluster.LinkEthernet, Bandwidth: 1e8, Latency: 1e-4}, NICsPerNode: 1}}
+	}, Inter: cluster.InterLink{Link: cluster.Link{Class: cluster.LinkEthernet, Bandwidth: 1e8 / cost.EthernetBandwidthEfficiency, Latency: 1e-4}, NICsPerNode: 1}}
 	m, err := cost.New(c, cost.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +70,8 @@ func TestOverlapOfCommunicationWithCompute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ar = 2e-6 + 1
-	// fwd [0,1]; all-reduce [1, 2.000002]; other [1, 4]; update [4, 5].
+	const ar = cost.CollectiveBaseLatency + 2e-6 + 1
+	// fwd [0,1]; all-reduce [1, 2.000006]; other [1, 4]; update [4, 5].
 	if !near(r.StepSeconds, 5) {
 		t.Errorf("step %g, want 5", r.StepSeconds)
 	}
@@ -104,8 +106,9 @@ func TestCollectiveWaitsForSlowestMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Ring over {0,1 | 4}: 2·(1e-4 + 1e8/1e8) = 2.0002 s (cheaper than hierarchical, see package cost).
-	const ag = 2.0002
+	// Ring over {0,1 | 4}: base + 2·(1e-4 + 1e8/1e8) = 2.0002 s + base (cheaper than hierarchical,
+	// see package cost).
+	const ag = cost.CollectiveBaseLatency + 2.0002
 	if !near(res.StepSeconds, 3+ag) {
 		t.Errorf("step %g, want %g", res.StepSeconds, 3+ag)
 	}
@@ -131,13 +134,15 @@ func TestStreamOrderAndWork(t *testing.T) {
 	// 1e9 bytes at 320e9 × 0.8 B/s (T4, memory bound).
 	w := &ir.Work{Class: ir.ClassElementwise, FLOPs: 0, Bytes: 256e9}
 	dp.Append(devprog.Instr{Name: "c", Kernel: &devprog.Kernel{Op: "add", Work: w}})
-	dp.Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8, 1)) // after b: 1e-6 + 1 s
+	dp.Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8, 1)) // after b: base + 1e-6 + 1 s
 	p.Devices[1].Append(comm(3, cost.SendRecv, []int{0, 1}, 2.5e8))
 	r, err := Run(p, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct{ start, end float64 }{{0, 1}, {1, 3}, {3, 4}, {3, 4.000001}}
+	c := 1 + cost.KernelLaunchOverhead          // kernel c: its roofline plus its launch
+	sr := 1 + 1e-6 + cost.CollectiveBaseLatency // the send-recv
+	want := []struct{ start, end float64 }{{0, 1}, {1, 3}, {3, 3 + c}, {3, 3 + sr}}
 	for i, w := range want {
 		if e := r.Events[i]; !near(e.Start, w.start) || !near(e.End, w.end) {
 			t.Errorf("instruction %d: [%g, %g], want [%g, %g]", i, e.Start, e.End, w.start, w.end)
@@ -147,8 +152,8 @@ func TestStreamOrderAndWork(t *testing.T) {
 	if e := r.Events[4]; e.Device != 1 || !near(e.Start, 3) {
 		t.Errorf("receiver event %+v", e)
 	}
-	if s := r.Devices[0]; !near(s.Overlap, 1) {
-		t.Errorf("overlap %g, want 1", s.Overlap)
+	if s := r.Devices[0]; !near(s.Overlap, math.Min(c, sr)) {
+		t.Errorf("overlap %g, want %g", s.Overlap, math.Min(c, sr))
 	}
 }
 
@@ -417,7 +422,8 @@ func TestOverMemory(t *testing.T) {
 
 // A communication stream runs in CommOrder when it is set: an all-reduce the program lists first,
 // issued second, lets a later-listed one that compute waits on go first. Each all-reduce of 1e9
-// bytes between devices 0 and 1 takes 1 s + 2 µs; the kernel "use" waits on the second one only.
+// bytes between devices 0 and 1 takes 1 s + 2 µs + the base latency; the kernel "use" waits on the
+// second one only.
 func TestCommOrderReordersTheStream(t *testing.T) {
 	m := model(t)
 	build := func(order []int) *devprog.Program {
@@ -440,12 +446,13 @@ func TestCommOrderReordersTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Listed: ar1 [0, 1], ar2 [1, 2], use [2, 3]. Swapped: ar2 [0, 1], ar1 and use [1, 2].
-	if !near(listed.StepSeconds, 3.000004) || !near(swapped.StepSeconds, 2.000004) {
-		t.Errorf("steps %g listed, %g swapped; want 3.000004 and 2.000004", listed.StepSeconds, swapped.StepSeconds)
+	const ar = 1 + 2e-6 + cost.CollectiveBaseLatency
+	if !near(listed.StepSeconds, 2*ar+1) || !near(swapped.StepSeconds, 2*ar) {
+		t.Errorf("steps %g listed, %g swapped; want %g and %g", listed.StepSeconds, swapped.StepSeconds, 2*ar+1, 2*ar)
 	}
 	// Events stay in list order, whatever the issue order.
-	if e := swapped.Events[0]; e.Index != 0 || !near(e.Start, 1.000002) {
-		t.Errorf("swapped program's first event %+v, want instruction 0 starting at 1.000002", e)
+	if e := swapped.Events[0]; e.Index != 0 || !near(e.Start, ar) {
+		t.Errorf("swapped program's first event %+v, want instruction 0 starting at %g", e, ar)
 	}
 	// Orders that disagree across members deadlock.
 	mixed := build(nil)
@@ -478,7 +485,7 @@ func TestStatsOfAReorderedStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ar = 1 + 2e-6 // one all-reduce
+	const ar = 1 + 2e-6 + cost.CollectiveBaseLatency // one all-reduce
 	for d, s := range r.Devices[:2] {
 		// early [0, 1], use [ar, ar + 1]; all-reduce 2 [0, ar], 1 [ar, 2ar].
 		if !near(s.Compute, 2) || !near(s.Comm, 2*ar) || !near(s.Overlap, 1+1) {

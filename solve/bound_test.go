@@ -18,6 +18,12 @@ import (
 	"hap/strategy"
 )
 
+// leanLPSlack is how far below the transport MILP's relaxation the lean LP
+// (TransportLP) may lie on the exhaustive cases: measured, at most 5.4%
+// (case 110, 131.02 µs against 138.52 µs), where the pads' launch
+// overheads and the covers it leaves out charge the relaxation's point.
+const leanLPSlack = 0.07
+
 // relax makes every column of m continuous: m becomes its LP relaxation.
 func relax(m *milp.Model) {
 	for i := range m.Cols {
@@ -37,14 +43,40 @@ func lpSeconds(t *testing.T, model *milp.Model) float64 {
 }
 
 // checkTransport checks the transport formulation on a case whose optimum,
-// enumerated, costs want seconds: solved exactly, its MILP finds a program
-// of that cost (its rows cut no program off), and its LP relaxations, with
-// and without the memory rows, lie between the plain MILP's relaxation
-// and want. It reports whether the transport LP is the tighter one.
-func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tighter bool) {
+// enumerated, costs want seconds and is the choice opt of e: pinned to
+// opt, its MILP prices it at want, and started from it, solved exactly, it
+// finds a program of that cost (its rows cut no program off and price
+// none below its cost); its LP relaxations, with and without the memory
+// rows, lie between the plain MILP's relaxation and want. It reports
+// whether the transport LP is the tighter one.
+//
+// Why the start. Solved from nothing, CBC's default search twice proved
+// "optimal" a program dearer than opt: of the 200 exhaustive cases, case
+// 20 at 152.25 µs against 151.00 µs, case 161 at 196.12 against 196.10,
+// both with the primal tolerance at 1e-9 and opt feasible in the model at
+// its price (milp.Model.Check). Any other search (cuts, heuristics, strong
+// branching, presolve or perturbation off) found opt, so it is CBC's
+// branch and bound misjudging a node, not the rows: what the test must
+// prove is that opt survives the rows at its price, and that no program
+// costs less, which a start does not weaken. The synthesizer always
+// solves from a start.
+func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64, opt *encode.Choice) (tighter bool) {
 	t.Helper()
 	model, vars := e.TransportMILP(0, encode.BoundOptions{Memory: true})
-	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{})
+	pinned, _ := e.TransportMILP(0, encode.BoundOptions{Memory: true})
+	e.Fix(pinned, vars, opt)
+	at, err := cbc.Solver{}.Solve(context.Background(), pinned, milp.Options{})
+	if err != nil || at.Status != milp.Optimal {
+		t.Fatalf("case %d: transport MILP pinned to the optimum: %v (%v)", i, err, at)
+	}
+	if got := at.Objective / encode.MILPTimeUnit; math.Abs(got-want) > exactTolerance*want {
+		t.Errorf("case %d: transport MILP pinned to the optimum prices it %.9g s, enumeration %.9g s", i, got, want)
+	}
+	start := map[int]float64{}
+	for c, x := range at.Values {
+		start[c] = x
+	}
+	res, err := cbc.Solver{}.Solve(context.Background(), model, milp.Options{Start: start})
 	if err != nil || res.Status != milp.Optimal {
 		t.Fatalf("case %d: transport MILP: %v (%v)", i, err, res)
 	}
@@ -52,8 +84,8 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 	if err != nil {
 		t.Fatalf("case %d: the transport MILP's choice: %v", i, err)
 	}
-	if math.Abs(br.Seconds-want) > exactTolerance*want {
-		t.Errorf("case %d: transport MILP's optimum costs %.9g s, enumeration %.9g s", i, br.Seconds, want)
+	if math.Abs(br.Seconds-want) > exactTolerance*want || math.Abs(res.Objective/encode.MILPTimeUnit-want) > exactTolerance*want {
+		t.Errorf("case %d: transport MILP's optimum %.9g s (objective %.9g s), enumeration %.9g s", i, br.Seconds, res.Objective/encode.MILPTimeUnit, want)
 	}
 	plainModel, _ := e.MILPBelow(0)
 	plain := lpSeconds(t, plainModel)
@@ -71,8 +103,13 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 		}
 		leanModel, _ := e.TransportLP(0, o)
 		lean := lpSeconds(t, leanModel)
-		if above(lean, full) || above(full, lean) {
-			t.Errorf("case %d: TransportLP %.9g s, the transport MILP's relaxation %.9g s (memory rows %v): want them equal", i, lean, full, o.Memory)
+		// The lean LP leaves rows out, so it is never above the
+		// relaxation; it may be below where what it leaves out costs
+		// something at the LP's point: a pad's launch overhead
+		// (cost.LaunchOverhead) with the aggregated covers, in 5 of the
+		// 200 exhaustive cases, by up to 5.4% (TransportLP's comment).
+		if above(lean, full) || lean < full*(1-leanLPSlack) {
+			t.Errorf("case %d: TransportLP %.9g s, the transport MILP's relaxation %.9g s (memory rows %v): want it at most the relaxation and within %g of it", i, lean, full, o.Memory, leanLPSlack)
 		}
 		// Bounded by the optimum's cost (within the enumeration's
 		// tolerance), as the synthesizer bounds it by a start's, every
@@ -99,9 +136,16 @@ func checkTransport(t *testing.T, i int, e *encode.Encoding, want float64) (tigh
 			t.Errorf("case %d: TransportLP capped, pinned to the optimum's program: %.9g s, want at most its cost %.9g s (memory rows %v)", i, c, br.Seconds, o.Memory)
 		}
 	}
+	// The work LP bounds the optimum. It is not always below the
+	// transport LP: since the launch overheads (issue 69) a step of these
+	// cases is mostly fixed compute every device pays, which the work LP
+	// charges whole while the transport LP's relaxation charged less of
+	// it (the tied-weight cases: 227.5 µs of compute on each device, the
+	// transport LP 217.0 µs); the synthesizer reports the higher of the
+	// two (liftBound).
 	work := workBound(context.Background(), e)
-	if above(work, want) || above(work, noMemory) || !(work > 0) {
-		t.Errorf("case %d: work LP %.9g s: want in (0, the optimum %.9g], and no higher than the transport LP without memory %.9g", i, work, want, noMemory)
+	if above(work, want) || !(work > 0) {
+		t.Errorf("case %d: work LP %.9g s: want in (0, the optimum %.9g]", i, work, want)
 	}
 	return above(withMemory, plain)
 }
@@ -151,7 +195,8 @@ func lpWithout(t *testing.T, model *milp.Model, prefix string) float64 {
 // The stream row (encode's syncRows: the communication stream runs all its
 // collectives before the update) cuts off no choice but lifts the
 // transport LP where the step is mostly communication: on mlp-tiny on
-// paper-8, at dp-ev's step (2.109 ms), from 0.526 to 1.052 ms. The joint
+// paper-8, at dp-ev's step (2.354 ms), from 0.785 to 1.118 ms (before
+// issue 69's launch overheads and latencies, 0.526 to 1.052 ms). The joint
 // MILP goes without it (its ten nodes found a worse plan with it).
 func TestStreamRowLiftsTheLP(t *testing.T) {
 	g, c, m := zooOn(t, "mlp-tiny", models.Options{}, "paper-8")
@@ -175,8 +220,8 @@ func TestStreamRowLiftsTheLP(t *testing.T) {
 	without := lpWithout(t, transport, "stepstream_")
 	with := lpSeconds(t, transport)
 	t.Logf("transport LP: %.4g ms without the stream row, %.4g ms with it (dp-ev %.4g ms)", 1e3*without, 1e3*with, 1e3*br.Seconds)
-	if with < 1.5*without || with > br.Seconds*(1+exactTolerance) {
-		t.Errorf("transport LP: %.4g s with the stream row, %.4g s without, for a program of %.4g s: want it 1.5× above at least (measured 2×), and below the program", with, without, br.Seconds)
+	if with < 1.35*without || with > br.Seconds*(1+exactTolerance) {
+		t.Errorf("transport LP: %.4g s with the stream row, %.4g s without, for a program of %.4g s: want it 1.35× above at least (measured 1.43×), and below the program", with, without, br.Seconds)
 	}
 	joint, _ := e.MILPBelow(br.Seconds)
 	for _, r := range joint.Rows {
@@ -337,7 +382,7 @@ func TestWorkLPBoundsEveryStart(t *testing.T) {
 			t.Errorf("%s on %s: no start priced", tc.model, tc.cluster)
 		}
 		if tc.model == "gpt2" && tc.cluster == "a100-8" && work < 0.98*best {
-			t.Errorf("gpt2 on a100-8: work LP %.6g s, best start %.6g s: want within 2%% (compute is the step; measured 1.4%%)", work, best)
+			t.Errorf("gpt2 on a100-8: work LP %.6g s, best start %.6g s: want within 2%% (compute is the step; measured 1.2%%)", work, best)
 		}
 	}
 }

@@ -13,11 +13,13 @@ import (
 // TestLengthsStepStopsWithinItsGap: where the lengths step's start (the
 // local search's program at its own lengths) is within lengthsRelGap of
 // the step's bound, its search stops at the root with the start's step
-// rather than spend its nodes. bert-base-tiny on paper-8: the local
-// search's lengths are within 0.0034% of the root's bound, and without
-// the gap the ten nodes find nothing cheaper (1.5 s against 0.3 s).
+// rather than spend its nodes. mlp-tiny on paper-8: the local search's
+// lengths are within 0.0028% of the root's bound, and without the gap the
+// search takes seven nodes to find nothing cheaper. (The case was
+// bert-base-tiny on paper-8 until issue 69's calibrated costs left its
+// root bound 0.45% below the start.)
 func TestLengthsStepStopsWithinItsGap(t *testing.T) {
-	_, e, _, starts := zooStarts(t, "bert-base-tiny", models.Options{}, "paper-8")
+	_, e, _, starts := zooStarts(t, "mlp-tiny", models.Options{}, "paper-8")
 	seed, best := bestStart(e, starts, timelineCost)
 	if seed == nil {
 		t.Fatal("no start fits")

@@ -150,7 +150,7 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		if res.Status != "optimal" {
 			t.Errorf("case %d: status %s", i, res.Status)
 		}
-		if checkTransport(t, i, res.Encoding, want) {
+		if checkTransport(t, i, res.Encoding, want, res.Choice) {
 			tighter++
 		}
 		for _, in := range res.Program.Instrs {
@@ -169,7 +169,15 @@ func TestSynthesisMatchesExhaustiveEnumeration(t *testing.T) {
 		}
 	}
 	t.Logf("optima: %d grouped and %d padded collectives, %d all-to-alls; %d with two segments cut differently; %d with a tighter transport LP; %d with methods fixed by pruning", usedGrouped, usedPadded, usedAllToAll, distinctRatios, tighter, pruned)
-	if !testing.Short() && (usedGrouped == 0 || usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0 || tighter == 0 || pruned == 0) {
+	// No optimum here picks the grouped method: at three quarters of a
+	// ring's bandwidth per root (cost.GroupedBandwidthEfficiency) and a
+	// latency per root, it beats padding only where the pieces sum to
+	// under 0.75·(p−1) times the largest ([0, 0, 1, 2] on four devices),
+	// a split these optima never make. Its pricing is checked where it
+	// must be, on pinned choices that use it
+	// (encode.TestEveryMILPFamilyPricesAsEvaluate), and TestTidyMethods
+	// has optima that pick it.
+	if !testing.Short() && (usedPadded == 0 || usedAllToAll == 0 || distinctRatios == 0 || tighter == 0 || pruned == 0) {
 		t.Errorf("the cases no longer exercise per-collective methods and per-segment ratios")
 	}
 }
@@ -234,7 +242,7 @@ func TestSynthesisWithDeviceGroupsMatchesExhaustiveEnumeration(t *testing.T) {
 		if want > every*(1+exactTolerance) {
 			dearer++
 		}
-		checkTransport(t, i, res.Encoding, want)
+		checkTransport(t, i, res.Encoding, want, res.Choice)
 		for s := range segs {
 			for gi, devs := range full.Groups {
 				if len(devs) < 2 {
@@ -251,7 +259,12 @@ func TestSynthesisWithDeviceGroupsMatchesExhaustiveEnumeration(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d cases with a group of several devices; optima: %d segment cuts giving such a group units, %d with a remainder; cases where grouping costs time: %d", grouped, cases, holding, remainder, dearer)
-	if !testing.Short() && (grouped < cases/2 || holding == 0 || remainder == 0 || dearer == 0) {
+	// Cases where grouping costs time are counted, not required: under
+	// the calibrated cost model (issue 69) none of these cases has one
+	// (nor any of 106 in 120 drawn to look for one), since each device
+	// pays its kernels' launches whole and an uneven split of identical
+	// devices saves none of it; before, some had.
+	if !testing.Short() && (grouped < cases/2 || holding == 0 || remainder == 0) {
 		t.Errorf("the cases no longer exercise device groups")
 	}
 }
@@ -341,6 +354,6 @@ func TestTiedWeightMatchesExhaustiveEnumeration(t *testing.T) {
 		if res.Status != "optimal" {
 			t.Errorf("case %d: status %s", i, res.Status)
 		}
-		checkTransport(t, i, res.Encoding, want)
+		checkTransport(t, i, res.Encoding, want, res.Choice)
 	}
 }

@@ -144,8 +144,15 @@ func TestPlanCommandsRejectBadInput(t *testing.T) {
 func TestSimulateSearchesTheOrder(t *testing.T) {
 	dir := t.TempDir()
 	tiny, f := filepath.Join(dir, "tiny.json"), filepath.Join(dir, "plan.json")
+	// mlp-tiny is hap's own plan (one V100: no collective to reorder); its
+	// dp-ev plan's all-reduces now gain by a reorder, their base latencies
+	// and 25 µs network steps being most of its step (issue 69's costs).
 	for model, file := range map[string]string{"mlp-tiny": tiny, "mlp": f} {
-		if code, _, errs := runCLI("plan", "--model", model, "--cluster", "paper-8", "--strategy", "dp-ev", "-o", file); code != 0 {
+		args := []string{"plan", "--model", model, "--cluster", "paper-8", "-o", file}
+		if model == "mlp" {
+			args = append(args, "--strategy", "dp-ev")
+		}
+		if code, _, errs := runCLI(args...); code != 0 {
 			t.Fatalf("plan %s: %d %s", model, code, errs)
 		}
 	}
@@ -178,11 +185,17 @@ func TestSimulateSearchesTheOrder(t *testing.T) {
 }
 
 // plan --search-order --order-rounds searches programs, lengths and orders
-// together and records how it ended: on mlp-tiny, paper-8, it proves the
-// plan optimal over every (tied) plan in every order.
+// together and records how it ended: on mlp-tiny, two V100s of paper-8, its
+// rounds end by the node limit, and the plan says so. Under the cost model
+// before issue 69's calibration, the same search on all of paper-8 proved
+// its plan optimal over every plan in every order; under the calibrated
+// one no tiny case tried ends proven (mlp-tiny on paper-8, all devices,
+// two or three of them, v100-8, at batch 8 and 1024, a node limit of
+// 2000: the transport LP stays 1.7–22% below the plan), so the test holds
+// what the search records, the bound below the step and explain's account.
 func TestPlanSearchesOrdersJointly(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "all", "--search-order", "--order-rounds", "20", "-o", f)
+	code, out, errs := runCLI("plan", "--model", "mlp-tiny", "--cluster", "paper-8", "--devices", "0,1", "--search-order", "--order-rounds", "20", "-o", f)
 	if code != 0 {
 		t.Fatalf("plan --order-rounds: %d %s %s", code, errs, out)
 	}
@@ -191,11 +204,11 @@ func TestPlanSearchesOrdersJointly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := pl.Solver.Options.JointOrder
-	if ended.Ended != solve.OrderProven || pl.Solver.Status != "optimal" || pl.Solver.Bound > pl.Cost.StepSeconds*(1+1e-4) {
-		t.Errorf("the joint search over orders did not prove the plan: %q, status %s, bound %g, step %g", ended, pl.Solver.Status, pl.Solver.Bound, pl.Cost.StepSeconds)
+	if ended.Ended != solve.OrderNoProposal || ended.Rounds < 1 || !(pl.Solver.Bound > 0 && pl.Solver.Bound <= pl.Solver.Objective) {
+		t.Errorf("the joint search over orders: %+v, status %s, bound %g, objective %g; want it ended by the node limit after a round at least, the bound below the plan", ended, pl.Solver.Status, pl.Solver.Bound, pl.Solver.Objective)
 	}
 	code, out, errs = runCLI("explain", f)
-	if code != 0 || !strings.Contains(out, "programs, lengths and orders searched together") || !strings.Contains(out, "no plan in any issue order of its collectives is faster") {
+	if code != 0 || !strings.Contains(out, "programs, lengths and orders searched together") || !strings.Contains(out, string(solve.OrderNoProposal)) {
 		t.Errorf("explain does not say what the joint search proved: %d %s %s", code, errs, out)
 	}
 }
@@ -449,11 +462,15 @@ func TestPlanRecordsTheSolverTimeOnRequest(t *testing.T) {
 }
 
 // demoStepCeiling is the step time above which the demo's plan (bert-base
-// on paper-16, batch 512) counts as a regression: 1% above the 0.8342 s
-// measured when the segment moves landed (docs/planner.md). The search is
+// on paper-16, batch 512) counts as a regression: 1% above the 1.1617 s
+// measured with the calibrated cost model of issue 69 (0.8342 s before it,
+// when the segment moves landed, docs/planner.md: the model now charges
+// every kernel's launch, small kernels' fill time, a base latency per
+// collective, and Ethernet at 55% of its line rate, so every plan on
+// paper-16 is slower; dp-ev went from 1.24 s to 1.69 s). The search is
 // node-limited, so the plan, and its time, are the same on any machine;
 // a change to the cost model moves it and must update this with a reason.
-const demoStepCeiling = 0.8342 * 1.01
+const demoStepCeiling = 1.1617 * 1.01
 
 // The issue's acceptance: `hap plan --model bert-base --cluster paper-16
 // --json` is at least as fast as dp-ev, dp-cp and megatron under the same
@@ -656,9 +673,15 @@ inter: {class: ethernet, bandwidth: 10Gb/s}
 
 // --untie layers solves over plans whose layers run their own rules,
 // starting from the tied plan: on bert-moe-tiny, whose dense and MoE
-// layers are tied by name, it finds a faster plan than the tied MILP (or
-// any start) can, records what it lifted, and explain's caveat names only
-// the ties left (the two P100s' even shares). Bad values are refused.
+// layers are tied by name, the untied plan is no slower than the tied one,
+// records what it lifted, and explain's caveat names only the ties left
+// (the two P100s' even shares). Bad values are refused. Under the cost
+// model before issue 69's calibration untying gained 5% here; under the
+// calibrated one the step is bound by its kernels' launch overheads and
+// untying gains 0.1% (3.085 against 3.086 ms), as on bert-moe-tiny at
+// batch 16 to 1024, resized to width 192 and bert-moe at two layers of
+// width 384 (measured): no case tried shows a gain, so the test holds
+// what --untie must keep, not what it once found.
 func TestPlanUntie(t *testing.T) {
 	dir := t.TempDir()
 	cl := filepath.Join(dir, "mixed3.yaml")
@@ -679,8 +702,10 @@ func TestPlanUntie(t *testing.T) {
 		return pl
 	}
 	tied, untied := planned(), planned("--untie", "layers")
-	if !(untied.Cost.StepSeconds < tied.Cost.StepSeconds*(1-0.05)) {
-		t.Errorf("untied step %.4g ms, tied %.4g ms: want untying layers at least 5%% faster", untied.Cost.StepSeconds*1e3, tied.Cost.StepSeconds*1e3)
+	// The untied solve starts from the tied plan: its estimate is never
+	// dearer (the simulator may differ from either by its own margin).
+	if untied.Solver.Objective > tied.Solver.Objective*(1+1e-9) {
+		t.Errorf("untied objective %.6g ms, tied %.6g ms: want untying layers no slower", untied.Solver.Objective*1e3, tied.Solver.Objective*1e3)
 	}
 	if ties := tied.Solver.Options.Ties; !ties.LayersTied() || !ties.DevicesTied() {
 		t.Errorf("tied plan records ties %+v", ties)
@@ -880,16 +905,16 @@ func TestPlanSearchesDevices(t *testing.T) {
 		"mlp (2.91M params) on paper-8: runs on 1 of its 8 devices, 1 × V100-SXM2-16GB on 1 node (devices 0), the other 7 left idle",
 		"Devices searched (--devices types; hap plan --devices all plans on every device alone):",
 		// Every device: the transport LP, counting the 10 Gb/s network,
-		// proves seven times the plan on one V100 before it is stopped.
-		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.158 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		// proves 2.5 times the plan on one V100 before it is stopped.
+		"0–7      2 × V100-SXM2-16GB + 6 × P100-PCIE-16GB on 8 nodes  not searched: no plan on it beats 1.758 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
 		"  ← the plan",
-		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.2186 ms, its ideal compute time",
+		"2        1 × P100-PCIE-16GB on 1 node                        not searched: no plan on it beats 0.7740 ms, its ideal compute time",
 		"(in the order searched, the likeliest first,",
 		"dp-ev on all 8 devices ",
 		"Communication in the forward program (backward adds each one's adjoint): none",
 		// The V100s together, a set of one GPU type (--devices types).
-		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.4593 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
-		"No plan on any set weighed is faster: the least of their bounds, 0.1651 ms, is this plan's estimate.",
+		"0–1      2 × V100-SXM2-16GB on 2 nodes                       not searched: no plan on it beats 0.8301 ms, its transport LP bound (communication counted; the LP stopped there, past the plan)",
+		"No plan on any set weighed is faster: the least of their bounds, 0.7141 ms, is this plan's estimate.",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q: %d %s\n%s", want, code, errs, out)
@@ -904,7 +929,7 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if err := explainDeviceSets(&table, &reordered); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), " in list order; 0.08") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
+	if !strings.Contains(table.String(), " in list order; 0.35") || !strings.Contains(table.String(), "the order search ran on the chosen set alone") {
 		t.Errorf("the devices table after an order search does not give the chosen set's two steps:\n%s", table.String())
 	}
 	// A set whose bound is below the plan: the table says how far any
@@ -916,13 +941,13 @@ func TestPlanSearchesDevices(t *testing.T) {
 	if err := explainDeviceSets(&gapped, &loose); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.08") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
+	if !strings.Contains(gapped.String(), "Over every set weighed, no plan steps in less than 0.35") || !strings.Contains(gapped.String(), "this plan is within 50% of all of them") {
 		t.Errorf("the devices table does not bound the sets weighed:\n%s", gapped.String())
 	}
 	if testing.Verbose() {
 		t.Log(table.String())
 	}
-	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.1651 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
+	if code, out, errs := runCLI("simulate", f); code != 0 || !strings.Contains(out, "0.7141 ms") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices: 0, numbered 0 below") {
 		t.Errorf("simulate: %d %s %s", code, errs, out)
 	}
 	if code, out, errs := runCLI("verify", f, "--steps", "1"); code != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "the plan runs on 1 of paper-8's 8 devices") {
@@ -966,11 +991,15 @@ func TestTiesNoteSaysOneGroup(t *testing.T) {
 }
 
 // Where the transport LP proves the plan within solve.OptimalGap, the plan
-// is optimal at a gap above zero, and explain says within what: the
-// search beside Polish was stopped (bert-base-tiny on paper-8: 0.0074%).
+// is optimal at a gap above zero, and explain says within what: vgg19-tiny
+// at batch 64 on h100-16 (1.1e-7%). (The case was bert-base-tiny on
+// paper-8, 0.0074%, until issue 69's calibrated costs: its gap is now
+// 19.6%, and mlp-tiny's, vit-tiny's on paper-8 and bert-base-tiny's on
+// v100-8 or a100-8 2-16%; the LP pays a collective's latency in
+// fractions.)
 func TestExplainSaysWithinWhatGapAPlanIsOptimal(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if code, _, errs := runCLI("plan", "--model", "bert-base-tiny", "--cluster", "paper-8", "--devices", "all", "-o", f); code != 0 {
+	if code, _, errs := runCLI("plan", "--model", "vgg19-tiny", "--batch", "64", "--cluster", "h100-16", "--devices", "all", "-o", f); code != 0 {
 		t.Fatalf("plan: %d %s", code, errs)
 	}
 	pl, err := plan.Read(f)
@@ -981,7 +1010,7 @@ func TestExplainSaysWithinWhatGapAPlanIsOptimal(t *testing.T) {
 		t.Fatalf("status %s, gap %g, bound from the LP %v: want optimal within %g by the transport LP", s.Status, s.Gap, s.Options.Bound.FromLP(), solve.OptimalGap)
 	}
 	code, out, errs := runCLI("explain", f)
-	if code != 0 || !strings.Contains(out, "by the transport LP, gap ") || !strings.Contains(out, ": optimal within the 0.01% the planner takes as optimal") {
+	if code != 0 || !strings.Contains(out, "by the transport LP") || !strings.Contains(out, ": optimal within the 0.01% the planner takes as optimal") {
 		t.Errorf("explain: %d %s\n%s", code, errs, out)
 	}
 }
