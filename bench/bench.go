@@ -18,7 +18,6 @@ import (
 	"math"
 	"time"
 
-	"hap/cost"
 	"hap/ir"
 	"hap/models"
 	"hap/plan"
@@ -156,7 +155,7 @@ func LoadCase(c Case) (*plan.Inputs, error) {
 // balance: the forward and backward FLOPs of every op over the sum of the
 // devices' achieved matmul FLOP rates.
 func IdealSeconds(in *plan.Inputs) (float64, error) {
-	m, err := cost.New(in.Cluster, cost.Options{})
+	m, err := in.CostModel()
 	if err != nil {
 		return 0, fmt.Errorf("ideal bound: %w", err)
 	}

@@ -369,7 +369,7 @@ func trainStep(ctx context.Context, r CalRow, device string) (float64, string, e
 		return 0, "", err
 	}
 	if r.Model == "resnet50" {
-		return resnet50Step(m, m.NumDevices(), r.BatchPerGPU, m.Precision()), "", nil
+		return resnet50Step(m, m.NumDevices(), r.BatchPerGPU), "", nil
 	}
 	prog, err := trainProgram(ctx, r, m)
 	if err != nil {
@@ -431,31 +431,7 @@ func trainProgram(ctx context.Context, r CalRow, m *cost.Model) (*devprog.Progra
 	if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
 		return nil, err
 	}
-	if cost.ActivationBytes(m.Precision()) < 4 {
-		halveActivationTraffic(prog)
-	}
 	return prog, nil
-}
-
-// halveActivationTraffic prices mixed precision's 2-byte activations in a
-// program built at float32 (the IR has no 16-bit type): every kernel moves
-// half its bytes, except the optimizer's, whose master weights, gradients
-// and state stay in FP32. Collectives keep their bytes (DDP all-reduces
-// FP32 gradients).
-func halveActivationTraffic(prog *devprog.Program) {
-	done := map[*devprog.Kernel]bool{} // devices may share one kernel value
-	for d := range prog.Devices {
-		for i := range prog.Devices[d].Instrs {
-			k := prog.Devices[d].Instrs[i].Kernel
-			if k == nil || k.Work == nil || k.Work.Class == ir.ClassOptimizer || done[k] {
-				continue
-			}
-			done[k] = true
-			w := *k.Work
-			w.Bytes /= 2
-			k.Work = &w
-		}
-	}
 }
 
 // classRate is the FLOP rate device 0 achieves on a class over one
@@ -535,8 +511,11 @@ func resnet50Convs() []resnet50Conv {
 // three times backward), SGD with momentum over the parameters, and the
 // gradients' all-reduce over the n GPUs after the backward pass (DDP's
 // overlap with the backward pass is not modelled here).
-func resnet50Step(m *cost.Model, n, batch int, prec cost.Precision) float64 {
-	elem := float64(cost.ActivationBytes(prec))
+//
+// Bytes are counted in the IR's 4-byte elements, as every Work is: the
+// cost model moves 2-byte ones under mixed precision itself.
+func resnet50Step(m *cost.Model, n, batch int) float64 {
+	const elem = 4.0
 	b := float64(batch)
 	t, params := 0.0, 0.0
 	for _, c := range resnet50Convs() {

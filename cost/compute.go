@@ -271,7 +271,7 @@ func (m *Model) FixedTime(dev int, w ir.Work) float64 {
 	d := &m.devs[dev]
 	if _, measured := d.measured[w.Class]; w.FLOPs > 0 && !measured && sizeDependent(w.Class) {
 		tf := w.FLOPs/d.flopRate(w.Class) + SmallKernelFillTime
-		if tb := math.Max(w.Bytes, 0) / d.memBW; tf >= tb {
+		if tb := math.Max(m.kernelBytes(w), 0) / d.memBW; tf >= tb {
 			fixed += SmallKernelFillTime
 		}
 	}
@@ -290,9 +290,21 @@ func (m *Model) KernelTime(dev int, w ir.Work) float64 {
 		}
 	}
 	if w.Bytes > 0 {
-		tb = w.Bytes / d.memBW
+		tb = m.kernelBytes(w) / d.memBW
 	}
 	return math.Max(tf, tb)
+}
+
+// kernelBytes is the bytes kernel w moves at the model's precision. The IR
+// counts 4-byte elements; under mixed precision (ActivationBytes 2) every
+// kernel but the optimizer's moves half of that, since its activations,
+// weight copies and activation gradients are 16-bit, while the optimizer
+// reads and writes the FP32 master weights, gradients and state.
+func (m *Model) kernelBytes(w ir.Work) float64 {
+	if ActivationBytes(m.precision) < 4 && w.Class != ir.ClassOptimizer {
+		return w.Bytes * float64(ActivationBytes(m.precision)) / 4
+	}
+	return w.Bytes
 }
 
 // FLOPRate is the achieved FLOP/s of device dev on class (what ComputeTime divides FLOPs by).

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"hap/cluster"
-	"hap/cost"
 	"hap/encode"
 	"hap/solve"
 	"hap/spmd"
@@ -667,7 +666,7 @@ func (s *deviceScreen) on(ctx context.Context, use []int) (*Inputs, solve.Ideal,
 	if ideal, ok := s.ideals[key]; ok {
 		return sub, ideal, nil
 	}
-	m, err := cost.New(sub.Cluster, cost.Options{})
+	m, err := sub.CostModel()
 	if err != nil {
 		return nil, solve.Ideal{}, fmt.Errorf("device search: devices %v: %w", use, err)
 	}
@@ -705,7 +704,7 @@ func (q *screenedSet) bound() float64 {
 // to its end; within limit when positive: an LP stopped then bounds the
 // step by what its duals prove.
 func (s *deviceScreen) transport(ctx context.Context, q *screenedSet, opt SynthOptions, best float64, limit time.Duration) error {
-	m, err := cost.New(q.in.Cluster, cost.Options{})
+	m, err := q.in.CostModel()
 	if err != nil {
 		return fmt.Errorf("device search: devices %v: %w", q.set.Use, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"hap/cost"
 	"hap/devprog"
 	"hap/encode"
 	"hap/order"
@@ -96,7 +95,7 @@ type JointOrderOptions struct {
 // status is "optimal" when the search proves it. It returns the plan
 // (pl, or a new one), its program and the search's result.
 func SearchJointly(ctx context.Context, pl *Plan, in *Inputs, p *spmd.Program, opt JointOrderOptions) (*Plan, *spmd.Program, *solve.OrderResult, error) {
-	m, err := cost.New(in.Cluster, cost.Options{})
+	m, err := in.CostModel()
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"hap/cost"
 	"hap/solve"
 	"hap/solve/paper"
 	"hap/spmd"
@@ -39,7 +38,7 @@ func paperSearches(in *Inputs) bool {
 // counts); limit (and ctx) is only a safety stop, and the error says when
 // it ended the search.
 func PaperSearch(ctx context.Context, in *Inputs, limit time.Duration) (*spmd.Program, error) {
-	m, err := cost.New(in.Cluster, cost.Options{})
+	m, err := in.CostModel()
 	if err != nil {
 		return nil, fmt.Errorf("hap-paper: cost model: %w", err)
 	}

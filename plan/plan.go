@@ -107,6 +107,9 @@ func (c ClusterRef) Used() int {
 type Options struct {
 	Strategy  string `json:"strategy"` // "hap" for the synthesizer
 	Optimizer string `json:"optimizer"`
+	// Precision is the arithmetic the plan was priced in (hap plan
+	// --precision); absent, FP32.
+	Precision cost.Precision `json:"precision,omitempty"`
 }
 
 // check refuses a strategy or optimizer hap does not know: an edited plan
@@ -117,6 +120,11 @@ func (o Options) check() error {
 	}
 	if o.Optimizer != "adam" && o.Optimizer != "sgd" {
 		return fmt.Errorf("plan options.optimizer %q: want adam or sgd", o.Optimizer)
+	}
+	if o.Precision != "" {
+		if p, err := cost.ParsePrecision(string(o.Precision)); err != nil || p != o.Precision {
+			return fmt.Errorf("plan options.precision %q: want one of fp32, tf32, fp16, bf16", o.Precision)
+		}
 	}
 	return nil
 }
@@ -279,6 +287,10 @@ type Inputs struct {
 	// inputs recomputes: the encoding prices them so, and the hand-written
 	// and paper programs recompute them too (withRecompute). Empty: none.
 	Recompute []int
+	// Precision is the arithmetic the step runs in (cost.Options.Precision;
+	// "" is FP32): every cost model built for these inputs prices it
+	// (CostModel).
+	Precision cost.Precision
 	// Whole and Use, when Use is set, are the cluster ClusterSpec names
 	// and the devices of it that Cluster keeps (ClusterRef.Use).
 	Whole *cluster.Cluster
@@ -287,6 +299,12 @@ type Inputs struct {
 	// that is legal but implausible (cluster.ParseWarn,
 	// cost.ParseProfileWarn, Profile.Unused); the command shows them.
 	Warnings []cluster.Warning
+}
+
+// CostModel is the cost model of in's cluster at in's precision: the one
+// every plan of these inputs is priced, simulated and explained by.
+func (in *Inputs) CostModel() (*cost.Model, error) {
+	return cost.New(in.Cluster, cost.Options{Precision: in.Precision})
 }
 
 // OnDevices is in with the plan's devices narrowed to use, devices of the
@@ -399,7 +417,7 @@ func buildDoc(in *Inputs, p *spmd.Program, strategy string, solver Solver) (*Pla
 		Model: ModelRef{Spec: in.ModelSpec, Name: g.Name, Batch: in.ModelOpts.Batch, Experts: in.ModelOpts.Experts,
 			Params: g.ParamCount(), Hash: modelSum},
 		Cluster: ClusterRef{Spec: in.ClusterSpec, Name: in.whole().Name, Devices: in.whole().NumDevices(), Hash: clusterSum, Use: in.Use},
-		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind},
+		Options: Options{Strategy: strategy, Optimizer: in.Optimizer.Kind, Precision: recordedPrecision(in.Precision)},
 		Ratios:  p.Segments,
 		Mesh:    p.Mesh,
 		Solver:  solver,
@@ -509,7 +527,7 @@ func LowerContext(ctx context.Context, in *Inputs, p *spmd.Program) (*devprog.Pr
 	if _, err := lower.ApplyPlanOrder(prog, p); err != nil {
 		return nil, nil, err
 	}
-	m, err := cost.New(in.Cluster, cost.Options{})
+	m, err := in.CostModel()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -590,6 +608,7 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 	if pl.Options.Optimizer == "sgd" {
 		in.Optimizer = ir.SGD(1e-3)
 	}
+	in.Precision = pl.Options.Precision
 	g := in.Graph
 	tensor := func(name string) (ir.TensorID, error) {
 		if id, ok := g.TensorByName(name); ok {
@@ -667,4 +686,14 @@ func (pl *Plan) Resolve() (*Inputs, *spmd.Program, error) {
 		p.CommSwaps, p.CommDigest = pl.CommOrder.Swaps, pl.CommOrder.Collectives
 	}
 	return in, p, nil
+}
+
+// recordedPrecision is p as a plan records it: FP32, the default, not at
+// all, so that plans priced in FP32 keep the bytes they had before the
+// option existed.
+func recordedPrecision(p cost.Precision) cost.Precision {
+	if p == cost.FP32 {
+		return ""
+	}
+	return p
 }

@@ -165,7 +165,7 @@ func Synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error
 
 // synthesize is Synthesize with in.Recompute as it is.
 func synthesize(ctx context.Context, in *Inputs, opt SynthOptions) (*Plan, error) {
-	m, err := cost.New(in.Cluster, cost.Options{})
+	m, err := in.CostModel()
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,12 @@ func explain(w io.Writer, pl *plan.Plan, in *plan.Inputs, p *spmd.Program, listO
 	} else {
 		fmt.Fprintf(w, "%s (%s params) on %s: %s, %s\n", pl.Model.Name, humanCount(pl.Model.Params), pl.Cluster.Name, plural(pl.Cluster.Devices, "device"), in.Cluster.Summary())
 	}
-	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds))
+	prec := ""
+	if p := pl.Options.Precision; p != "" {
+		// Said only where it is not FP32, as the plan records it.
+		prec = fmt.Sprintf(", priced in %s", p)
+	}
+	fmt.Fprintf(w, "strategy %s, solver status %s; estimated step %s%s\n", pl.Options.Strategy, pl.Solver.Status, duration(pl.Cost.StepSeconds), prec)
 	if s := pl.Solver; s.Objective > 0 {
 		// The solver's own account: its plan's estimate, the proven lower
 		// bound, and what stopped the search short of proving it optimal.

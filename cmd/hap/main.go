@@ -59,7 +59,7 @@ func usageErr(format string, args ...any) error {
 // Usage fragments shared by the commands that build a model's plan.
 const (
 	// modelUsage is modelFlags' model and strategy flags.
-	modelUsage = "--model M --cluster C [--strategy S] [--batch N] [--experts E] [--optimizer adam|sgd]"
+	modelUsage = "--model M --cluster C [--strategy S] [--batch N] [--experts E] [--optimizer adam|sgd] [--precision fp32|tf32|fp16|bf16]"
 	// searchUsage is modelFlags' flags that shape the synthesizer's search.
 	searchUsage = "[--node-limit N | --time-limit D] [--memory-fraction F] [--recompute auto|none|all] [--untie layers|devices|all] [--devices all|machines|types|kinds|LIST]"
 	// inputUsage is inputFlags': where a plan's inputs are read from.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hap/cluster"
+	"hap/cost"
 	"hap/encode"
 	"hap/executor"
 	"hap/internal/fileio"
@@ -44,6 +45,8 @@ type modelFlags struct {
 	// recompute says which layers recompute their activations in
 	// backward (plan.SynthOptions.Recompute): auto, none or all.
 	recompute string
+	// precision is the arithmetic the plan is priced in (plan.Inputs.Precision).
+	precision string
 	// anyOrderBound asks for a bound over every issue order
 	// (plan.SynthOptions.AnyOrderBound): plan --search-order.
 	anyOrderBound bool
@@ -78,6 +81,7 @@ func (m *modelFlags) register(fs interface {
 	fs.StringVar(&m.optimizer, "optimizer", "adam", "optimizer the plan's memory and update assume: adam or sgd")
 	fs.StringVar(&m.untie, "untie", "", "lift the solver's ties, starting from the tied plan: layers (each layer its own rules, not one per class of repeated layers), devices (each device its own shares, not even ones within a group of identical devices) or all; never slower, and the bound then holds over those plans too, but the MILP is larger (minutes on full-size models; with --time-limit, the best found)")
 	fs.StringVar(&m.recompute, "recompute", string(plan.RecomputeAuto), "activation recomputation: auto (plan without it; only where no plan fits memory so, plan with the repeated layers, the other layers, or both recomputing, and keep the fastest that fits), none (keep every activation for backward), or all (every layer but the loss's keeps only its input and runs its forward again before its backward)")
+	fs.StringVar(&m.precision, "precision", string(cost.FP32), "arithmetic the step is priced in: fp32; tf32 (FP32 storage, matmuls, convolutions and attention on TF32 tensor cores; Ampere and later); fp16 or bf16 (mixed precision: those classes on the 16-bit tensor rate, every kernel but the optimizer's moving 2-byte activations; FP32 master weights, gradients and optimizer state). The memory model and the collectives still count 4-byte activations")
 	fs.StringVar(&m.devices, "devices", "", "which devices the synthesizer may plan on, keeping the fastest plan: all (every device, as the HAP paper does); machines (also each kind of machine's first machine and one device of it: on a slow network a small batch can run faster on one GPU than on all); types (the default: also every machine of one GPU type, and the machines of the fastest types together, each a search at most as large as the whole cluster's); kinds (also every machine of one kind of machine, and the cluster less one kind). Each set is searched, the most promising first, only where its bounds (the ideal compute time, and the transport LP's, which counts communication) are below the best plan found; or a list of devices such as 0-3,8 to plan on exactly those (of each machine a prefix of its GPUs)")
 	fs.Float64Var(&m.memoryFraction, "memory-fraction", encode.DefaultMemoryFraction, "share of each device's memory the planner's memory model may fill; the rest is left for what it does not count (CUDA context, workspace, fragmentation). The simulated plan must still fit the whole device (one that does not is solved again under a smaller share); for a hard limit, set memory in the cluster file's overrides")
 }
@@ -109,6 +113,12 @@ func (m *modelFlags) build() (*plan.Plan, error) {
 		in.Optimizer = ir.SGD(1e-3)
 	default:
 		return nil, usageErr("--optimizer must be adam or sgd")
+	}
+	if in.Precision, err = cost.ParsePrecision(m.precision); err != nil {
+		return nil, usageErr("--precision: %v", err)
+	}
+	if _, err := in.CostModel(); err != nil {
+		return nil, fmt.Errorf("--precision %s on %s: %w", in.Precision, m.cluster, err)
 	}
 	var untie plan.Untie
 	if m.untie != "" {
@@ -396,7 +406,7 @@ func runVerify(e *env, args []string) error {
 	if fs.NArg() == 1 {
 		// A plan file is made already: the flags that would make one
 		// would be ignored, so say so.
-		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction", "recompute"} {
+		for _, name := range []string{"batch", "experts", "time-limit", "node-limit", "optimizer", "untie", "devices", "memory-fraction", "recompute", "precision"} {
 			if fs.Changed(name) {
 				return usageErr("--%s shapes the plan built from --model and --cluster; %s is made already", name, fs.Arg(0))
 			}
