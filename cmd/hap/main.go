@@ -66,7 +66,7 @@ const (
 	inputUsage = "[--model M] [--cluster C]"
 	// modelsExportUsage is hap models export's.
 	modelsExportUsage = "NAME [--batch N] [--experts E] -o FILE"
-	modelsCostUsage   = "--model M [--device D] [--batch N] [--precision fp32|fp16|bf16] [--json]"
+	modelsCostUsage   = "--model M [--device D] [--batch N] [--precision fp32|tf32|fp16|bf16] [--json]"
 )
 
 // commands lists hap's commands. Each one's usage is the synopsis its
@@ -74,7 +74,7 @@ const (
 // (TestUsageListsEveryFlag).
 func commands() []command {
 	return []command{
-		{"models", "[--json]\n       hap models export " + modelsExportUsage + "   (a zoo model as graph JSON)\n       hap models cost --model M [--device D] [--batch N] [--precision fp32|fp16|bf16] [--json]   (compute by op class on one GPU)", "list the model zoo, export a model as graph JSON, or price its compute by op class", runModels},
+		{"models", "[--json]\n       hap models export " + modelsExportUsage + "   (a zoo model as graph JSON)\n       hap models cost --model M [--device D] [--batch N] [--precision fp32|tf32|fp16|bf16] [--json]   (compute by op class on one GPU)", "list the model zoo, export a model as graph JSON, or price its compute by op class", runModels},
 		{"import", "FILE.py:FACTORY[:key=val,...] [-o FILE] [--python PATH] [--raw FILE] [--reference DIR]\n       hap import TRACE.aten.json [-o FILE]   (a raw trace hap_torch wrote)\n\nFACTORY(key=val, ...) returns (model, inputs, loss); loss(model, *inputs) is a scalar summed over samples.\nValues are Python literals: examples/torch/llama.py:model:layers=4,batch=8.\nSee docs/import.md.", "trace a PyTorch model into graph JSON (docs/import.md)", runImport},
 		{"train", "--model M [--steps K] [--batch N] [--dtype float32|float64] [--optimizer adam|sgd] [--lr X] [--seed S] [--max-memory B] [--json]", "train a model single-device on the CPU with synthetic data", runTrain},
 		{"version", "[--json]", "print the versions of hap, Go and the solvers (also hap --version)", runVersion},

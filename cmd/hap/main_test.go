@@ -217,4 +217,15 @@ func TestModelsCost(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "Z900") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
 		t.Errorf("unknown device: exit %d: %q; want one line naming it", code, errs)
 	}
+	// The precisions hap plan takes, spelled as it takes them; one the
+	// device lacks, or an unknown one, refused in a line.
+	if code, out, errs := runCLI("models", "cost", "--model", "bert-base", "--device", "A100-SXM4-80GB", "--precision", "TF32"); code != 0 || !strings.Contains(out, "(tf32)") {
+		t.Errorf("--precision TF32: exit %d: %s %s", code, out, errs)
+	}
+	for _, bad := range [][]string{{"--device", "V100-SXM2-16GB", "--precision", "bf16"}, {"--precision", "fp8"}} {
+		args := append([]string{"models", "cost", "--model", "vgg19-tiny"}, bad...)
+		if code, _, errs := runCLI(args...); code == 0 || strings.Count(strings.TrimSpace(errs), "\n") > 0 || !strings.Contains(errs, "precision") && !strings.Contains(errs, "BF16") {
+			t.Errorf("%v: exit %d: %q; want one line", bad, code, errs)
+		}
+	}
 }

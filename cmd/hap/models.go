@@ -181,7 +181,7 @@ func runModelsCost(e *env, args []string) error {
 	model := fs.String("model", "", "zoo model name (sizes after a colon) or graph JSON file")
 	device := fs.String("device", "V100-SXM2-16GB", "catalog GPU (hap devices lists them)")
 	batch := fs.Int("batch", 0, "global batch (default: the model's)")
-	precision := fs.String("precision", "fp32", "fp32, fp16 or bf16")
+	precision := fs.String("precision", "fp32", "fp32, tf32, fp16 or bf16 (as hap plan --precision)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := parse(fs, args, "batch"); err != nil {
 		return err
@@ -197,10 +197,14 @@ func runModelsCost(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := &cluster.Cluster{Name: "one-" + spec.Name, Nodes: []cluster.Node{{Name: "n0", Device: spec.Name, Count: 1}}}
-	m, err := cost.New(c, cost.Options{Precision: cost.Precision(*precision), NoProfile: true})
+	prec, err := cost.ParsePrecision(*precision)
 	if err != nil {
-		return fmt.Errorf("--device %s --precision %s: %w", spec.Name, *precision, err)
+		return usageErr("--precision: %v", err)
+	}
+	c := &cluster.Cluster{Name: "one-" + spec.Name, Nodes: []cluster.Node{{Name: "n0", Device: spec.Name, Count: 1}}}
+	m, err := cost.New(c, cost.Options{Precision: prec, NoProfile: true})
+	if err != nil {
+		return fmt.Errorf("--device %s --precision %s: %w", spec.Name, prec, err)
 	}
 	rows, matmulOnly := m.Breakdown(g, 0)
 	total := 0.0
@@ -215,9 +219,9 @@ func runModelsCost(e *env, args []string) error {
 			Classes    []cost.ClassTime `json:"classes"`
 			Seconds    float64          `json:"seconds"`
 			MatmulOnly float64          `json:"matmul_only_seconds"`
-		}{g.Name, spec.Name, *precision, rows, total, matmulOnly})
+		}{g.Name, spec.Name, string(prec), rows, total, matmulOnly})
 	}
-	fmt.Fprintf(e.stdout, "%s on one %s (%s): forward and backward compute by op class, as hap's cost model prices it\n", g.Name, spec.Name, *precision)
+	fmt.Fprintf(e.stdout, "%s on one %s (%s): forward and backward compute by op class, as hap's cost model prices it\n", g.Name, spec.Name, prec)
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "class\tops\tGFLOP\tGB moved\tms\tshare\t")
 	for _, r := range rows {
