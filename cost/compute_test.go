@@ -153,7 +153,8 @@ func TestComputeScalesWithSpeed(t *testing.T) {
 				if sizeDependent(w.Class) && w.FLOPs > 0 {
 					fill = SmallKernelFillTime
 				}
-				flopBound := w.FLOPs/m.FLOPRate(dev, w.Class)+fill > w.Bytes/m.MemBandwidth(dev)
+				// The bytes the model moves: half the work's under FP16's 2-byte activations.
+				flopBound := w.FLOPs/m.FLOPRate(dev, w.Class)+fill > m.kernelBytes(w)/m.MemBandwidth(dev)
 				if flopBound {
 					return LaunchOverhead(w) + fill, true
 				}
